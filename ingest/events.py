@@ -1,0 +1,114 @@
+"""What a parser returns: runs made of phase segments, plus the errors it raises.
+
+Parsers are pure functions ``parse(lines, ctx) -> list[ParsedRun]``. They never touch
+the store, the file system or the clock; everything they need beyond the lines comes
+in a :class:`ParseContext` (side files such as MLPerf system descriptions are read by
+the caller and handed in).
+
+Conventions
+-----------
+* Times are unix seconds (float). ``seconds`` are wall-clock durations.
+* ``iterations`` are optimizer steps for ``train`` and evaluation batches for ``test``.
+* A segment is one contiguous stretch of one phase: an epoch or a block of epochs
+  (MLPerf), the training between two test passes or one test pass (Caffe), an epoch
+  (Keras). ``points`` are the progress marks inside it the log has (cumulative
+  iterations since the segment start, seconds since the segment start), ending with
+  the segment's own end; they let the models use every step the log reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Phase = Literal["train", "test"]
+PHASES: tuple[str, ...] = ("train", "test")
+
+
+class ParseError(ValueError):
+    """A log could not be parsed: says which file, which line and why."""
+
+    def __init__(self, reason: str, *, line: int | None = None, source: str | None = None):
+        self.reason = reason
+        self.line = line
+        self.source = source
+        super().__init__(self.__str__())
+
+    def with_source(self, source: str) -> ParseError:
+        return ParseError(self.reason, line=self.line, source=source)
+
+    def __str__(self) -> str:
+        where = self.source or "<input>"
+        if self.line is not None:
+            where += f":{self.line}"
+        return f"{where}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Hardware a run used. ``key`` is the stable name models are keyed by."""
+
+    accelerator: str  # as the log / system file names it, e.g. "NVIDIA A100-SXM4-80GB"
+    per_node: int = 1
+    nodes: int = 1
+
+    @property
+    def key(self) -> str:
+        from ingest.deployment import deployment_key
+
+        return deployment_key(self.accelerator, self.per_node, self.nodes)
+
+
+@dataclass(frozen=True)
+class Segment:
+    phase: Phase
+    iterations: float
+    seconds: float
+    batch_size: int | None = None
+    start_time: float | None = None
+    epoch_start: float | None = None  # first epoch covered (may be fractional)
+    epoch_end: float | None = None  # last epoch covered, inclusive
+    iteration_start: int | None = None  # first step index covered, where the log counts steps
+    iteration_end: int | None = None
+    line: int | None = None  # line of the log that closed the segment
+    points: tuple[tuple[float, float], ...] = ()  # (iterations, seconds) since segment start
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASES:
+            raise ValueError(f"unknown phase {self.phase!r}")
+        if self.seconds < 0 or self.iterations < 0:
+            raise ValueError("segment with negative time or iterations")
+
+
+@dataclass
+class ParsedRun:
+    """One training run found in a log (a log may hold several, e.g. Caffe restarts)."""
+
+    format: str  # "mlperf", "caffe", "tf_cnn_benchmarks", "keras", "jsonl"
+    network: str | None = None
+    deployment: Deployment | None = None
+    framework: str | None = None  # software stack, e.g. "MXNet NGC 20.06"
+    batch_size: int | None = None  # global batch size
+    start_time: float | None = None
+    segments: list[Segment] = field(default_factory=list)
+    meta: dict[str, object] = field(default_factory=dict)  # anything else worth keeping
+    first_line: int | None = None
+    last_line: int | None = None
+
+
+@dataclass(frozen=True)
+class ParseContext:
+    """What a parser may know besides the lines.
+
+    ``source`` is the path as given (for messages only). ``system`` is the parsed
+    system description that sits beside an MLPerf log, if any. Overrides supply or
+    replace what a log lacks (CLI ``--network``, ``--deployment``, ``--batch-size``).
+    """
+
+    source: str = "<input>"
+    system: dict | None = None
+    folder_network: str | None = None  # benchmark name from the folder layout
+    folder_system: str | None = None  # system name from the folder layout
+    network: str | None = None
+    deployment: str | None = None
+    batch_size: int | None = None

@@ -1,0 +1,629 @@
+"""Caffe training logs (glog) -> runs of ``train`` / ``test`` segments.
+
+What is read
+------------
+* glog lines ``I0402 07:44:16.590070 <thread> file.cpp:123] message``. Every other line
+  is either the echo of a prototxt (the lines after ``Initializing solver from
+  parameters:`` / ``Initializing net from parameters:``) or harmless noise (shell echo,
+  stack traces, ``*** Aborted at ...``) and is skipped.
+* Solver echo: ``test_iter`` (one per test net), ``test_interval``, ``display``,
+  ``max_iter``. Net echoes (one per net, phase-filtered by Caffe): ``name``, the
+  ``phase`` of the net and the first ``batch_size``; when an echo has no ``batch_size``
+  the ``output data size: N,...`` line of its data layer is used.
+* Hardware: ``Using GPUs 0, 1`` (how many) and ``GPU 0: <name>`` (which). A deployment is
+  set only when a GPU name is printed; otherwise ``meta["needs"]`` lists "deployment".
+
+Clock
+-----
+glog prints local time with neither year nor zone. Times are read as UTC (durations are
+exact; ``start_time`` may be off by the machine's UTC offset). The year comes, in this
+order, from ``*** Aborted at <unix> (unix time)`` (the year that puts the glog time
+nearest that instant), from a ``YYYY-MM-DD`` date printed anywhere in the file whose
+month and day match a glog line (e.g. ``Logging output to x__2016-08-14_00-25-56.log``),
+else it is assumed to be 2000 (a leap year, so Feb 29 parses); ``meta["year_source"]``
+says which. When the month decreases (Dec -> Jan) the year is incremented. After that
+the clock must not go backwards by more than 2 s, else ParseError.
+
+Runs and segments
+-----------------
+* A run starts at ``Solving <net>``. A new header (``Using GPUs``, ``Use CPU``,
+  ``Initializing solver from parameters``) or another ``Solving`` line after a run has
+  started begins the next run (restarts: new process, ``Restoring``/``Resuming``).
+* ``Iteration N, Testing net (#i)`` ... ``Test net output`` lines form one ``test``
+  segment: iterations = ``test_iter[i]``, batch = TEST-net batch size, seconds from the
+  ``Testing net`` line to its last ``Test net output`` line.
+* The training between two tests (or between ``Solving`` and the first test, or the last
+  test and ``Optimization Done.``) is one ``train`` segment. Its points are the display
+  lines ``Iteration k, loss = ...`` and ``Iteration k (x iter/s, ys/n iters), loss = ...``
+  at (k - N_start, t - t_start); it ends at the next ``Testing net`` line (iterations
+  = N_test - N_start) or at ``Optimization Done.`` (iterations up to ``max_iter``). A
+  stretch with zero iterations (set-up before a first test) is no segment. The first
+  train segment after ``Solving`` includes warm-up (``meta["warmup"]``).
+* Batch size is global: TRAIN-net ``batch_size`` x number of GPUs (Caffe's multi-GPU
+  solver runs the prototxt batch on every GPU; ``meta["batch_per_device"]`` keeps the
+  prototxt value). Test passes run on the root GPU only. ``ctx.batch_size`` is used when
+  the log has no batch size.
+
+Errors and truncation
+---------------------
+ParseError (with the line) for: a line that starts like a glog line but is malformed (a
+cut last line included); an impossible date; the clock going backwards; an
+``Iteration`` message of no known form or with a non-numeric field; iterations going
+backwards inside a run; a file with no ``Solving`` line or no training progress at all.
+A run that ends without ``Optimization Done.`` (killed, or followed by a restart) keeps
+its complete segments; its open train stretch is cut at its last display line (a test
+pass without output is dropped) and ``meta["truncated"] = True``.
+``Optimization stopped early.`` ends the run at its last display line
+(``meta["stopped_early"]``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from ingest.events import Deployment, ParseContext, ParsedRun, ParseError, Segment
+
+FORMAT = "caffe"
+
+BASE_YEAR = 2000
+BACKWARDS_TOLERANCE_S = 2.0
+
+_GLOG = re.compile(
+    r"^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6})\s+(\d+) ([^\s\]]+:\d+)\] ?(.*)$"
+)
+_GLOG_PREFIX = re.compile(r"^[IWEF]\d{1,4}(?: |$)")
+_ABSL_PREINIT = re.compile(r"^[IWEF]0000 00:00:\d+\.\d+ ")  # absl before InitializeLog
+_CAFFE_SOURCES = re.compile(
+    r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s+\d+ "
+    r"(?:caffe|solver|sgd_solver|net|upgrade_proto|parallel)\.cpp:\d+\]"
+)
+
+_NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf)"
+_DISPLAY = re.compile(rf"^Iteration (\d+), loss = ({_NUM})$", re.I)
+_DISPLAY_RATE = re.compile(
+    rf"^Iteration (\d+) \(({_NUM}) iter/s, ({_NUM})s/(\d+) iters?\), loss = ({_NUM})$", re.I
+)
+_TESTING = re.compile(r"^Iteration (\d+), Testing net \(#(\d+)\)$")
+_LR = re.compile(rf"^Iteration (\d+), lr = ({_NUM})$", re.I)
+_TEST_OUTPUT = re.compile(r"^\s*Test net output #\d+:")
+_SOLVING = re.compile(r"^Solving (.*)$")
+_USING_GPUS = re.compile(r"^Using GPUs ([\d,\s]+)$")
+_USE_GPU_ID = re.compile(r"^Use GPU with device ID (\d+)$")
+_GPU_NAME = re.compile(r"^GPU (\d+): (.+?)\s*$")
+_OUTPUT_SIZE = re.compile(r"^output data size: (\d+),")
+_ABORTED = re.compile(r"\*\*\* Aborted at (\d+) \(unix time\)")
+_DATE_HINT = re.compile(r"(?<!\d)((?:19|20)\d\d)-(\d\d)-(\d\d)(?!\d)")
+
+
+def sniff(head: list[str]) -> bool:
+    """True if a glog line from Caffe's own sources appears in the head."""
+    return any(_CAFFE_SOURCES.match(line) for line in head)
+
+
+@dataclass
+class _Glog:
+    line: int
+    month: int
+    day: int
+    clock: tuple[int, int, int, int]  # hour, minute, second, microsecond
+    message: str
+    rollovers: int = 0
+    time: float = 0.0
+
+
+@dataclass
+class _Header:
+    """What the lines before ``Solving`` say about the run."""
+
+    first_line: int
+    solver: dict[str, list[str]] = field(default_factory=dict)
+    nets: list[dict[str, object]] = field(default_factory=list)  # in creation order
+    gpu_ids: list[int] = field(default_factory=list)
+    gpu_names: dict[int, str] = field(default_factory=dict)
+    cpu: bool = False
+    creating: str | None = None  # "TRAIN" or "TEST" while a net is being created
+
+    def net(self, phase: str, index: int = 0) -> dict[str, object] | None:
+        nets = [n for n in self.nets if n.get("phase") == phase]
+        return nets[index] if index < len(nets) else None
+
+
+def _strip(line: str) -> str:
+    return line.rstrip("\r\n")
+
+
+def _read_glog(lines: list[str]) -> tuple[list[_Glog], dict[int, list[str]]]:
+    """Glog records plus, for each record, the non-glog lines that follow it."""
+    records: list[_Glog] = []
+    echoes: dict[int, list[str]] = {}
+    for number, raw in enumerate(lines, start=1):
+        text = _strip(raw)
+        m = _GLOG.match(text)
+        if m is None:
+            if _GLOG_PREFIX.match(text) and not _ABSL_PREINIT.match(text):
+                raise ParseError(f"malformed glog line: {text[:80]!r}", line=number)
+            if records:
+                echoes.setdefault(len(records) - 1, []).append(text)
+            continue
+        month, day = int(m.group(2)), int(m.group(3))
+        if month == 0 and day == 0:  # absl's pre-init stderr line, not Caffe's
+            continue
+        hour, minute, second = int(m.group(4)), int(m.group(5)), int(m.group(6))
+        if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60
+                and second < 61):
+            raise ParseError(f"impossible glog date/time in {text[:30]!r}", line=number)
+        records.append(
+            _Glog(number, month, day, (hour, minute, second, int(m.group(7))), m.group(10))
+        )
+    return records, echoes
+
+
+def _count_rollovers(records: list[_Glog]) -> None:
+    rollovers = 0
+    previous = None
+    for record in records:
+        if previous is not None and record.month < previous:
+            rollovers += 1
+        previous = record.month
+        record.rollovers = rollovers
+
+
+def _timestamp(year: int, record: _Glog) -> float:
+    hour, minute, second, micro = record.clock
+    try:
+        moment = datetime(year, record.month, record.day, hour, minute, min(second, 59),
+                          micro, tzinfo=UTC)
+    except ValueError as err:
+        raise ParseError(f"impossible date {year}-{record.month:02d}-{record.day:02d}: {err}",
+                         line=record.line) from err
+    return moment.timestamp() + (1 if second == 60 else 0)
+
+
+def _base_year(lines: list[str], records: list[_Glog]) -> tuple[int, str]:
+    """The year of the first glog line, and where it came from."""
+    if not records:
+        return BASE_YEAR, "assumed"
+    for number, raw in enumerate(lines, start=1):
+        m = _ABORTED.search(raw)
+        if not m:
+            continue
+        instant = int(m.group(1))
+        before = [r for r in records if r.line < number] or records[:1]
+        anchor = before[-1]
+        utc_year = datetime.fromtimestamp(instant, tz=UTC).year
+        best = min(
+            (abs(_timestamp(y, anchor) - instant), y)
+            for y in (utc_year - 1, utc_year, utc_year + 1)
+            if not (anchor.month == 2 and anchor.day == 29 and y % 4)
+        )
+        if best[0] < 2 * 86400:
+            return best[1] - anchor.rollovers, f"line {number}: Aborted at {instant}"
+    by_day: dict[tuple[int, int], int] = {}
+    for record in records:
+        by_day.setdefault((record.month, record.day), record.rollovers)
+    for number, raw in enumerate(lines, start=1):
+        for m in _DATE_HINT.finditer(raw):
+            key = (int(m.group(2)), int(m.group(3)))
+            if key in by_day:
+                return int(m.group(1)) - by_day[key], f"line {number}: date {m.group(0)}"
+    return BASE_YEAR, "assumed"
+
+
+def _set_times(records: list[_Glog], base_year: int) -> None:
+    previous: _Glog | None = None
+    for record in records:
+        record.time = _timestamp(base_year + record.rollovers, record)
+        if previous is not None and record.time < previous.time - BACKWARDS_TOLERANCE_S:
+            raise ParseError(
+                f"timestamp goes backwards by {previous.time - record.time:.1f} s "
+                f"(previous glog line {previous.line})",
+                line=record.line,
+            )
+        previous = record
+
+
+def _parse_solver_echo(text: list[str], header: _Header) -> None:
+    for line in text:
+        m = re.match(r"^(\w+): (.*?)\s*$", line)  # top level only (no indent)
+        if m:
+            header.solver.setdefault(m.group(1), []).append(m.group(2).strip('"'))
+
+
+def _parse_net_echo(text: list[str], header: _Header) -> None:
+    net: dict[str, object] = {"phase": header.creating}
+    for line in text:
+        if "name" not in net:
+            m = re.match(r'^name: "(.*)"', line)
+            if m:
+                net["name"] = m.group(1)
+        m = re.match(r"^\s*phase: (TRAIN|TEST)\s*$", line)
+        if m and net.get("phase_from_state") is None:
+            net["phase_from_state"] = m.group(1)
+        m = re.match(r"^\s*batch_size: (\d+)\s*$", line)
+        if m and "batch_size" not in net:
+            net["batch_size"] = int(m.group(1))
+        m = re.match(r'^\s*source: "(.*)"', line)
+        if m and "source" not in net:
+            net["source"] = m.group(1)
+    phase = net.pop("phase_from_state", None) or net["phase"]
+    net["phase"] = phase
+    header.nets.append(net)
+
+
+def _int(text: str, what: str, line: int) -> int:
+    try:
+        return int(text)
+    except ValueError as err:
+        raise ParseError(f"{what} is not an integer: {text!r}", line=line) from err
+
+
+def _float(text: str, what: str, line: int) -> float:
+    try:
+        return float(text)
+    except ValueError as err:
+        raise ParseError(f"{what} is not a number: {text!r}", line=line) from err
+
+
+@dataclass
+class _Run:
+    header: _Header
+    name: str
+    start: _Glog
+    segments: list[Segment] = field(default_factory=list)
+    last_line: int = 0
+    last_iteration: int | None = None
+    done: bool = False
+    meta: dict[str, object] = field(default_factory=dict)
+    # open train stretch
+    train_start: tuple[float, int | None] | None = None  # (time, iteration)
+    train_points: list[tuple[float, float]] = field(default_factory=list)
+    train_last: tuple[int, float, int] | None = None  # last display: (iteration, time, line)
+    # open test pass
+    test: tuple[_Glog, int, int] | None = None  # (Testing line, iteration, net index)
+    test_end: _Glog | None = None
+
+
+class _Builder:
+    """Turns glog records into runs."""
+
+    def __init__(self, echoes: dict[int, list[str]], ctx: ParseContext):
+        self.echoes = echoes
+        self.ctx = ctx
+        self.header = _Header(first_line=1)
+        self.run: _Run | None = None
+        self.runs: list[_Run] = []
+        self.header_fresh = True  # header lines seen since the last run started
+
+    # --- header -----------------------------------------------------------
+    def _new_header(self, record: _Glog) -> None:
+        if self.run is not None:
+            self._close_run(self.run.last_line)
+        if not self.header_fresh:
+            self.header = _Header(first_line=record.line)
+            self.header_fresh = True
+
+    def header_line(self, index: int, record: _Glog) -> bool:
+        msg = record.message.strip()
+        if msg.startswith("Initializing solver from parameters") or _USING_GPUS.match(msg) \
+                or _USE_GPU_ID.match(msg) or msg == "Use CPU.":
+            self._new_header(record)
+        h = self.header
+        if msg.startswith("Initializing solver from parameters"):
+            _parse_solver_echo(self.echoes.get(index, []), h)
+        elif msg.startswith("Initializing net from parameters"):
+            _parse_net_echo(self.echoes.get(index, []), h)
+        elif msg.startswith("Creating training net"):
+            h.creating = "TRAIN"
+        elif msg.startswith("Creating test net"):
+            h.creating = "TEST"
+        elif m := _USING_GPUS.match(msg):
+            h.gpu_ids = [int(x) for x in re.split(r"[,\s]+", m.group(1).strip()) if x]
+        elif m := _USE_GPU_ID.match(msg):
+            h.gpu_ids = [int(m.group(1))]
+        elif msg == "Use CPU.":
+            h.cpu = True
+        elif (m := _GPU_NAME.match(msg)) and self.run is None:
+            h.gpu_names[int(m.group(1))] = m.group(2)
+        elif (m := _OUTPUT_SIZE.match(msg)) and h.nets and h.creating:
+            net = h.nets[-1]
+            if net.get("phase") == h.creating and "batch_size" not in net:
+                net["batch_size"] = int(m.group(1))
+        else:
+            return False
+        return True
+
+    # --- run events -------------------------------------------------------
+    def solving(self, record: _Glog, name: str) -> None:
+        if self.run is not None:
+            self._close_run(self.run.last_line)
+        self.run = _Run(header=self.header, name=name, start=record, last_line=record.line)
+        self.run.train_start = (record.time, None)
+        self.header_fresh = False
+
+    def _check_iteration(self, iteration: int, record: _Glog) -> None:
+        run = self.run
+        assert run is not None
+        if run.last_iteration is not None and iteration < run.last_iteration:
+            raise ParseError(
+                f"iteration goes backwards ({run.last_iteration} -> {iteration})",
+                line=record.line,
+            )
+        run.last_iteration = iteration
+        run.last_line = record.line
+
+    def display(self, record: _Glog, iteration: int) -> None:
+        run = self.run
+        if run is None:
+            return
+        self._finish_test()
+        self._check_iteration(iteration, record)
+        if run.train_start is None:  # display right after Solving-less restart: ignore
+            return
+        start_time, start_iteration = run.train_start
+        if start_iteration is None:
+            start_iteration = iteration
+            run.train_start = (start_time, iteration)
+        run.train_points.append((float(iteration - start_iteration), record.time - start_time))
+        run.train_last = (iteration, record.time, record.line)
+
+    def testing(self, record: _Glog, iteration: int, net_index: int) -> None:
+        run = self.run
+        if run is None:
+            return
+        self._finish_test()
+        self._check_iteration(iteration, record)
+        self._close_train(iteration, record.time, record.line)
+        run.test = (record, iteration, net_index)
+        run.test_end = None
+
+    def test_output(self, record: _Glog) -> None:
+        if self.run is not None and self.run.test is not None:
+            self.run.test_end = record
+            self.run.last_line = record.line
+
+    def other_event(self, record: _Glog) -> None:
+        """A solver line that ends an open test pass (snapshot, lr, ...)."""
+        if self.run is not None:
+            self._finish_test()
+            self.run.last_line = max(self.run.last_line, record.line)
+
+    def done(self, record: _Glog, early: bool) -> None:
+        run = self.run
+        if run is None or run.done:
+            return
+        self._finish_test()
+        run.last_line = record.line
+        if early:
+            run.meta["stopped_early"] = True
+            self._cut_train()
+        else:
+            max_iter = run.header.solver.get("max_iter")
+            end = run.last_iteration
+            if max_iter:
+                end = max(end or 0, _int(max_iter[0], "max_iter", run.header.first_line))
+            if end is not None:
+                self._close_train(end, record.time, record.line)
+        run.done = True
+        self.runs.append(run)
+        self.run = None
+
+    def finish(self) -> None:
+        if self.run is not None:
+            self._close_run(self.run.last_line)
+
+    # --- segment building -------------------------------------------------
+    def _finish_test(self) -> None:
+        run = self.run
+        if run is None or run.test is None:
+            return
+        testing, iteration, index = run.test
+        end = run.test_end
+        run.test = None
+        if end is None:
+            run.meta["tests_without_output"] = int(run.meta.get("tests_without_output", 0)) + 1
+            run.train_start = None
+            return
+        test_iters = run.header.solver.get("test_iter")
+        net = run.header.net("TEST", index) or run.header.net("TEST", 0)
+        if test_iters:
+            raw = test_iters[index] if index < len(test_iters) else test_iters[0]
+            iterations = _int(raw, "test_iter", run.header.first_line)
+            seconds = end.time - testing.time
+            batch = net.get("batch_size") if net else None
+            run.segments.append(
+                Segment(
+                    phase="test",
+                    iterations=float(iterations),
+                    seconds=seconds,
+                    batch_size=int(batch) if batch is not None else None,
+                    start_time=testing.time,
+                    line=end.line,
+                    points=((float(iterations), seconds),),
+                )
+            )
+        else:
+            run.meta["test_iter_unknown"] = True
+        run.train_start = (end.time, iteration)
+        run.train_points = []
+        run.train_last = None
+
+    def _close_train(self, end_iteration: int, end_time: float, line: int) -> None:
+        run = self.run
+        assert run is not None
+        if run.train_start is None:
+            run.train_start = (end_time, end_iteration)
+            return
+        start_time, start_iteration = run.train_start
+        if start_iteration is None:
+            start_iteration = end_iteration
+        iterations = end_iteration - start_iteration
+        if iterations > 0:
+            seconds = end_time - start_time
+            points = [p for p in run.train_points if p[0] < iterations]
+            points.append((float(iterations), seconds))
+            self._add_train(start_time, start_iteration, iterations, seconds, points, line)
+        run.train_start = (end_time, end_iteration)
+        run.train_points = []
+        run.train_last = None
+
+    def _cut_train(self) -> None:
+        """Close an open train stretch at its last display line (run ended early)."""
+        run = self.run
+        assert run is not None
+        if run.train_start is None or run.train_last is None:
+            return
+        start_time, start_iteration = run.train_start
+        iteration, time, line = run.train_last
+        iterations = iteration - (start_iteration if start_iteration is not None else iteration)
+        if iterations > 0:
+            self._add_train(start_time, start_iteration or 0, iterations, time - start_time,
+                            run.train_points, line)
+            run.meta["last_segment_partial"] = True
+        run.train_start = None
+
+    def _add_train(self, start_time: float, start_iteration: int, iterations: int,
+                   seconds: float, points: list[tuple[float, float]], line: int) -> None:
+        run = self.run
+        assert run is not None
+        monotone: list[tuple[float, float]] = []
+        for it, sec in points:
+            if monotone:
+                it, sec = max(it, monotone[-1][0]), max(sec, monotone[-1][1])
+            monotone.append((it, sec))
+        run.segments.append(
+            Segment(
+                phase="train",
+                iterations=float(iterations),
+                seconds=seconds,
+                batch_size=self._train_batch(run),
+                start_time=start_time,
+                iteration_start=start_iteration,
+                iteration_end=start_iteration + iterations - 1,
+                line=line,
+                points=tuple(monotone),
+            )
+        )
+
+    def _train_batch(self, run: _Run) -> int | None:
+        net = run.header.net("TRAIN")
+        per_device = net.get("batch_size") if net else None
+        if per_device is None:
+            return self.ctx.batch_size
+        return int(per_device) * max(1, len(run.header.gpu_ids))
+
+    def _close_run(self, last_line: int) -> None:
+        run = self.run
+        assert run is not None
+        self._finish_test()
+        self._cut_train()
+        run.meta["truncated"] = True
+        run.last_line = last_line
+        self.runs.append(run)
+        self.run = None
+
+
+def _to_parsed(run: _Run, ctx: ParseContext, year_source: str) -> ParsedRun:
+    h = run.header
+    train_net = h.net("TRAIN")
+    test_net = h.net("TEST")
+    name = str((train_net or {}).get("name") or run.name).strip()
+    names = sorted({h.gpu_names[i] for i in h.gpu_ids if i in h.gpu_names}) or sorted(
+        set(h.gpu_names.values())
+    )
+    n_gpus = len(h.gpu_ids) or len(h.gpu_names)
+    deployment = Deployment(names[0], per_node=max(1, n_gpus)) if names and not h.cpu else None
+    meta: dict[str, object] = dict(run.meta)
+    needs = []
+    if deployment is None:
+        needs.append("deployment")
+    batch = None
+    per_device = (train_net or {}).get("batch_size")
+    if per_device is not None:
+        batch = int(per_device) * max(1, len(h.gpu_ids))
+        meta["batch_per_device"] = int(per_device)
+    elif ctx.batch_size is not None:
+        batch = ctx.batch_size
+        meta["batch_from_ctx"] = True
+    else:
+        needs.append("batch_size")
+    if needs:
+        meta["needs"] = needs
+    if len(names) > 1:
+        meta["gpu_names"] = names
+    meta["devices"] = "cpu" if h.cpu else (n_gpus or None)
+    if test_net and test_net.get("batch_size") is not None:
+        meta["test_batch_size"] = int(test_net["batch_size"])  # type: ignore[arg-type]
+    for key in ("test_iter", "test_interval", "display", "max_iter", "type", "lr_policy",
+                "base_lr", "snapshot"):
+        if key in h.solver:
+            values = h.solver[key]
+            meta[f"solver_{key}"] = values if key == "test_iter" else values[0]
+    if train_net and train_net.get("source"):
+        meta["train_source"] = train_net["source"]
+    meta["year_source"] = year_source
+    meta["warmup"] = "the first train segment includes start-up and warm-up"
+    return ParsedRun(
+        format=FORMAT,
+        network=re.sub(r"\s+", "-", name.lower()) or None,
+        deployment=deployment,
+        framework="Caffe",
+        batch_size=batch,
+        start_time=run.start.time,
+        segments=run.segments,
+        meta=meta,
+        first_line=h.first_line,
+        last_line=run.last_line,
+    )
+
+
+def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
+    """Parse a Caffe glog training log; one ParsedRun per ``Solving`` (see module doc)."""
+    text = [_strip(line) for line in lines]
+    records, echoes = _read_glog(text)
+    if not records:
+        raise ParseError("no glog lines: not a Caffe log")
+    _count_rollovers(records)
+    base_year, year_source = _base_year(text, records)
+    _set_times(records, base_year)
+
+    builder = _Builder(echoes, ctx)
+    for index, record in enumerate(records):
+        msg = record.message.strip()
+        if builder.header_line(index, record):
+            continue
+        if m := _SOLVING.match(msg):
+            builder.solving(record, m.group(1))
+        elif m := _TESTING.match(msg):
+            builder.testing(record, _int(m.group(1), "iteration", record.line),
+                            int(m.group(2)))
+        elif _TEST_OUTPUT.match(record.message):
+            builder.test_output(record)
+        elif m := _DISPLAY.match(msg) or _DISPLAY_RATE.match(msg):
+            builder.display(record, int(m.group(1)))
+        elif _LR.match(msg):
+            builder.other_event(record)
+        elif msg.startswith("Iteration"):
+            raise ParseError(f"unrecognised Iteration line: {msg[:80]!r}", line=record.line)
+        elif msg == "Optimization Done.":
+            builder.done(record, early=False)
+        elif msg == "Optimization stopped early.":
+            builder.done(record, early=True)
+        elif msg.startswith(("Snapshotting", "Restoring previous solver status",
+                             "Resuming from")):
+            builder.other_event(record)
+            if builder.run is not None and not msg.startswith("Snapshotting"):
+                builder.run.meta["resumed_from"] = msg.split(" from ", 1)[-1]
+    builder.finish()
+
+    if not builder.runs:
+        raise ParseError("no 'Solving' line: no training run in this Caffe log",
+                         line=records[-1].line)
+    runs = [_to_parsed(run, ctx, year_source) for run in builder.runs]
+    runs = [r for r in runs if r.segments]
+    if not any(s.phase == "train" for r in runs for s in r.segments):
+        raise ParseError("no training progress (no display line after 'Solving')",
+                         line=records[-1].line)
+    return runs

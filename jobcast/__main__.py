@@ -1,0 +1,5 @@
+"""``python -m jobcast``."""
+
+from jobcast.cli import main
+
+main()

@@ -1,0 +1,206 @@
+"""The ``jobcast`` command line. Heavy imports happen inside the commands that need them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from jobcast import cli_bench, cli_layerwise
+from jobcast.output import console, emit_json, fail
+
+app = typer.Typer(
+    help="Forecast how long a CNN training job will take, before it runs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+STORE_HELP = "Store URL (any SQLAlchemy URL); default $JOBCAST_STORE or sqlite:///jobcast.db."
+
+
+def _store(url: str | None):
+    from ingest.store import Store
+
+    try:
+        return Store(url)
+    except Exception as exc:  # bad URL, unreachable server, unreadable file
+        fail(f"cannot open store {url or '(default)'}: {exc}")
+
+
+@app.command()
+def ingest(
+    paths: list[str] = typer.Argument(..., help="Log files or folders (searched recursively)."),
+    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    network: str | None = typer.Option(None, help="Network name, where the logs lack or misname it."),
+    deployment: str | None = typer.Option(
+        None, help="Deployment key or '8x V100' form, where the logs lack it."
+    ),
+    batch_size: int | None = typer.Option(None, min=1, help="Global batch size, where logs lack it."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
+) -> None:
+    """Parse training logs into the store (idempotent; each file whole or not at all)."""
+    from ingest.pipeline import Overrides, ingest_paths
+    from jobcast.output import progress_bar
+
+    st = _store(store)
+    overrides = Overrides(network=network, deployment=deployment, batch_size=batch_size)
+    with progress_bar("ingest", disable=as_json) as advance:
+        report = ingest_paths(st, paths, overrides, progress=advance)
+    if as_json:
+        emit_json(
+            {
+                "added": [{"source": s, "runs": n} for s, n in report.added],
+                "duplicates": [{"source": s, "first_source": f} for s, f in report.duplicates],
+                "rejected": [
+                    {"source": e.source, "line": e.line, "reason": e.reason} for e in report.rejected
+                ],
+                "skipped": report.skipped,
+                "store": st.counts(),
+            }
+        )
+    else:
+        runs = sum(n for _, n in report.added)
+        console.print(
+            f"added {len(report.added)} files ({runs} runs), {len(report.duplicates)} already "
+            f"in the store, {len(report.rejected)} rejected, {len(report.skipped)} side files skipped"
+        )
+        for err in report.rejected:
+            console.print(f"[red]rejected[/red] {err}", highlight=False)
+    raise typer.Exit(1 if report.rejected else 0)
+
+
+@app.command()
+def runs(
+    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    network: str | None = typer.Option(None, help="Only runs of this network."),
+    deployment: str | None = typer.Option(None, help="Only runs on this deployment."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of runs."),
+) -> None:
+    """List the runs in the store with their phase segments."""
+    from jobcast.views import runs_payload, runs_table
+
+    payload = runs_payload(_store(store), network, deployment)
+    if as_json:
+        emit_json(payload)
+    else:
+        console.print(runs_table(payload))
+
+
+@app.command()
+def fit(
+    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    form: str = typer.Option("auto", help="auto, per_sample, per_iteration, iteration_and_sample."),
+    as_json: bool = typer.Option(False, "--json", help="Print the fitted models as JSON."),
+) -> None:
+    """Fit the end-to-end models (one per network x deployment x phase x stack)."""
+    from jobcast.views import models_payload, models_table
+    from models.e2e import fit_store
+
+    st = _store(store)
+    try:
+        models = fit_store(st, form=form)
+    except ValueError as exc:
+        fail(str(exc))
+    if not models:
+        fail("no models fitted: the store holds no runs (run `jobcast ingest PATH` first)")
+    payload = models_payload(models)
+    if as_json:
+        emit_json(payload)
+    else:
+        console.print(models_table(payload))
+
+
+@app.command()
+def predict(
+    network: str | None = typer.Option(None, help="Network, e.g. resnet50 or a Keras app name."),
+    deployment: str | None = typer.Option(None, help="Deployment key (see `jobcast runs`)."),
+    batch_size: int | None = typer.Option(None, min=1, help="Global batch size."),
+    iterations: int | None = typer.Option(None, min=0, help="Steps of the phase."),
+    phase: str = typer.Option("train", help="train or test."),
+    epochs: float | None = typer.Option(None, min=0, help="Epochs (with --dataset-size)."),
+    dataset_size: int | None = typer.Option(None, min=1, help="Training samples per epoch."),
+    eval_every: float | None = typer.Option(None, min=0, help="Epochs between evaluations."),
+    eval_size: int | None = typer.Option(None, min=1, help="Samples per evaluation pass."),
+    stack: str | None = typer.Option(None, help="Software stack (default: the newest seen)."),
+    device: str | None = typer.Option(None, help="GPU for a layerwise forecast, e.g. V100."),
+    optimizer: str = typer.Option("sgd", help="Layerwise: sgd, adam, ... or none (inference)."),
+    image_size: int = typer.Option(224, min=8, help="Layerwise: input image side."),
+    jobs: Path | None = typer.Option(None, help="CSV of jobs (network, deployment, batch_size, "
+                                     "iterations, phase) for batch mode."),
+    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Forecast seconds (with an interval) for a phase, a job, or a CSV of jobs."""
+    from jobcast.forecaster import Forecaster, JobRequest, JobRequestError
+
+    if phase not in ("train", "test"):
+        fail(f"--phase must be train or test, got {phase!r}")
+    fc = Forecaster(_store(store))
+    if jobs is not None:
+        from jobcast.forecaster import read_jobs_csv
+
+        try:
+            requests = read_jobs_csv(jobs)
+        except JobRequestError as exc:
+            fail(str(exc))
+        results = [fc.forecast(r) for r in requests]
+        if as_json:
+            emit_json(results)
+        else:
+            from jobcast.views import forecasts_table
+
+            console.print(forecasts_table(results))
+        raise typer.Exit(1 if any("error" in r for r in results) else 0)
+    if not network:
+        fail("give --network (or --jobs FILE.csv)")
+    req = JobRequest(
+        network=network,
+        deployment=deployment,
+        batch_size=batch_size,
+        iterations=iterations,
+        phase=phase,
+        epochs=epochs,
+        dataset_size=dataset_size,
+        eval_every=eval_every,
+        eval_size=eval_size,
+        stack=stack,
+        device=device,
+        optimizer=optimizer,
+        image_size=image_size,
+    )
+    result = fc.forecast(req)
+    if "error" in result:
+        fail(result["error"])
+    if as_json:
+        emit_json(result)
+    else:
+        from jobcast.views import forecast_text
+
+        console.print(forecast_text(result))
+
+
+@app.command()
+def demo(
+    workdir: Path = typer.Option(
+        Path("demo-out"), help="Folder for the demo's store (created; reused if present)."
+    ),
+) -> None:
+    """The main job: ingest the bundled sample logs, fit, forecast a few jobs (offline)."""
+    from jobcast.demo import run_demo
+
+    sys.exit(run_demo(workdir))
+
+
+cli_layerwise.register(app)
+cli_bench.register(app)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
+

@@ -1,0 +1,97 @@
+"""``jobcast demo``: ingest the bundled sample logs, fit, and forecast a few jobs, offline."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.table import Table
+
+from jobcast.output import console
+
+SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "data"
+SAMPLE_DIRS = ("mlperf", "caffe", "tf_cnn", "jsonl")
+IMAGENET_TRAIN, IMAGENET_VAL = 1_281_167, 50_000
+
+
+def _demo_jobs(models) -> list:
+    """Jobs worth showing: every fitted ResNet-50 deployment, CaffeNet at an unseen batch, VGG16."""
+    from jobcast.forecaster import JobRequest
+
+    jobs = []
+    seen = set()
+    for m in sorted(models, key=lambda m: m.deployment):
+        if m.phase != "train" or m.network != "resnet50" or m.deployment in seen:
+            continue
+        seen.add(m.deployment)
+        batch = int(m.estimator.batch_range_[1])
+        jobs.append(
+            JobRequest(
+                network="resnet50",
+                deployment=m.deployment,
+                batch_size=batch,
+                epochs=40,
+                dataset_size=IMAGENET_TRAIN,
+                eval_every=4 if _has_test(models, m) else None,
+                eval_size=IMAGENET_VAL,
+            )
+        )
+    for m in models:
+        if m.network == "caffenet" and m.phase == "train":
+            jobs.append(
+                JobRequest(network="caffenet", deployment=m.deployment, batch_size=256, iterations=10_000)
+            )
+            break
+    jobs.append(JobRequest(network="vgg16", device="V100", batch_size=32, iterations=1000))
+    jobs.append(JobRequest(network="resnet50", device="T4", batch_size=64, iterations=1000))
+    return jobs
+
+
+def _has_test(models, train) -> bool:
+    return any(
+        m.phase == "test" and m.network == train.network and m.deployment == train.deployment
+        for m in models
+    )
+
+
+def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
+    from ingest.pipeline import ingest_paths
+    from ingest.store import Store
+    from jobcast.forecaster import Forecaster
+    from jobcast.output import progress_bar
+    from jobcast.views import forecasts_table, models_payload, models_table
+    from models.e2e import fit_store
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    store = Store(f"sqlite:///{workdir / 'jobcast.db'}")
+    paths = [str(samples / d) for d in SAMPLE_DIRS if (samples / d).is_dir()]
+    if not paths:
+        console.print(f"[red]error:[/red] no sample logs under {samples}")
+        return 2
+    console.rule("1. ingest the bundled real training logs")
+    t0 = time.perf_counter()
+    with progress_bar("ingest") as advance:
+        report = ingest_paths(store, paths, progress=advance)
+    counts = store.counts()
+    console.print(
+        f"{len(report.added)} files added, {len(report.duplicates)} already stored, "
+        f"{len(report.rejected)} rejected; store holds {counts['runs']} runs, "
+        f"{counts['segments']} phase segments ({time.perf_counter() - t0:.1f} s)"
+    )
+    for err in report.rejected:
+        console.print(f"[red]rejected[/red] {err}")
+
+    console.rule("2. fit end-to-end models (network x deployment x phase x stack)")
+    models = fit_store(store)
+    console.print(models_table(models_payload(models)))
+
+    console.rule("3. forecast jobs (end-to-end where there is history, else layerwise)")
+    forecaster = Forecaster(store)
+    results = [forecaster.forecast(job) for job in _demo_jobs(models)]
+    table: Table = forecasts_table(results)
+    console.print(table)
+    for r in results:
+        for w in r.get("warnings", []):
+            console.print(f"[yellow]note[/yellow] {r['job']['network']}: {w}")
+    console.print(f"store: {store.url}  (try: jobcast runs --store {store.url})")
+    return 1 if report.rejected or any("error" in r for r in results) else 0

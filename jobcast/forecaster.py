@@ -1,0 +1,171 @@
+"""One forecaster: end-to-end models where the job has history, layerwise otherwise."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from ingest.deployment import normalise_deployment
+from ingest.store import Store
+from models.e2e import NoModelError, choose, forecast, load_models
+from models.job import JobPlan, forecast_job
+
+JOB_COLUMNS = ("network", "deployment", "batch_size", "iterations", "phase")
+OPTIONAL_COLUMNS = (
+    "device",
+    "optimizer",
+    "epochs",
+    "dataset_size",
+    "image_size",
+    "eval_every",
+    "eval_size",
+    "stack",
+)
+
+
+class JobRequestError(ValueError):
+    """A job request that cannot be forecast as written."""
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    network: str
+    deployment: str | None = None
+    batch_size: int | None = None
+    iterations: int | None = None
+    phase: str = "train"
+    epochs: float | None = None
+    dataset_size: int | None = None
+    eval_every: float | None = None
+    eval_size: int | None = None
+    stack: str | None = None
+    device: str | None = None
+    optimizer: str = "sgd"
+    image_size: int = 224
+
+    def describe(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+class Forecaster:
+    """Routes each request to the end-to-end model of its key, else to the layerwise path."""
+
+    def __init__(self, store: Store | None = None, layer_predictor=None):
+        self.store = store
+        self.layer_predictor = layer_predictor
+        self._models = None
+
+    @property
+    def models(self):
+        if self._models is None:
+            self._models = load_models(self.store) if self.store is not None else []
+        return self._models
+
+    def forecast(self, req: JobRequest) -> dict:
+        """A forecast dict (seconds, low, high, unit, route, model, ...) or {"error": ...}."""
+        try:
+            _validate(req)
+            if req.device is None and req.deployment is not None:
+                try:
+                    return {"job": req.describe(), **self._end_to_end(req)}
+                except NoModelError as exc:
+                    e2e_miss = str(exc)
+            else:
+                e2e_miss = "no deployment given"
+            return {"job": req.describe(), **self._layerwise(req, e2e_miss)}
+        except (JobRequestError, ValueError, LookupError) as exc:
+            return {"job": req.describe(), "error": str(exc)}
+
+    def _end_to_end(self, req: JobRequest) -> dict:
+        deployment = normalise_deployment(req.deployment)
+        if req.epochs is not None and req.iterations is None:
+            plan = JobPlan(
+                network=req.network,
+                deployment=deployment,
+                batch_size=req.batch_size,
+                epochs=req.epochs,
+                dataset_size=req.dataset_size,
+                eval_every=req.eval_every,
+                eval_size=req.eval_size,
+                stack=req.stack,
+            )
+            return forecast_job(self.models, plan)
+        if req.iterations is None:
+            raise JobRequestError("give iterations, or epochs with dataset_size")
+        model = choose(self.models, req.network, deployment, req.phase, req.stack)
+        return forecast(model, req.iterations, req.batch_size)
+
+    def _layerwise(self, req: JobRequest, e2e_miss: str) -> dict:
+        from jobcast.layerwise_route import layerwise_forecast
+
+        return layerwise_forecast(req, e2e_miss, predictor=self.layer_predictor)
+
+
+def _validate(req: JobRequest) -> None:
+    if not req.network or not str(req.network).strip():
+        raise JobRequestError("network is missing")
+    if req.batch_size is None or req.batch_size <= 0:
+        raise JobRequestError(f"batch_size must be a positive integer, got {req.batch_size}")
+    if req.phase not in ("train", "test"):
+        raise JobRequestError(f"phase must be train or test, got {req.phase!r}")
+    if req.iterations is not None and req.iterations < 0:
+        raise JobRequestError(f"iterations must be >= 0, got {req.iterations}")
+    if req.epochs is not None and req.epochs < 0:
+        raise JobRequestError(f"epochs must be >= 0, got {req.epochs}")
+
+
+def _number(value: str, name: str, kind: type, line: int, path: Path):
+    if value is None or value.strip() == "":
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise JobRequestError(f"{path}:{line}: {name} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise JobRequestError(f"{path}:{line}: {name} must be finite, got {value!r}")
+    if kind is int:
+        if number != int(number):
+            raise JobRequestError(f"{path}:{line}: {name} must be a whole number, got {value!r}")
+        return int(number)
+    return number
+
+
+def read_jobs_csv(path: Path) -> list[JobRequest]:
+    """Read a jobs CSV (columns of ``jobcast predict --jobs``); errors name file and line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise JobRequestError(f"cannot read {path}: {exc.strerror or exc}") from None
+    reader = csv.DictReader(text.splitlines())
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    missing = [c for c in ("network", "batch_size") if c not in header]
+    if missing:
+        raise JobRequestError(f"{path}:1: missing column(s) {', '.join(missing)}; need {JOB_COLUMNS}")
+    unknown = [h for h in header if h not in JOB_COLUMNS + OPTIONAL_COLUMNS]
+    if unknown:
+        raise JobRequestError(f"{path}:1: unknown column(s) {', '.join(unknown)}")
+    requests = []
+    for line, raw in enumerate(reader, start=2):
+        row = {k.strip(): (v or "").strip() for k, v in raw.items() if k}
+        requests.append(
+            JobRequest(
+                network=row.get("network", ""),
+                deployment=row.get("deployment") or None,
+                batch_size=_number(row.get("batch_size"), "batch_size", int, line, path),
+                iterations=_number(row.get("iterations"), "iterations", int, line, path),
+                phase=row.get("phase") or "train",
+                epochs=_number(row.get("epochs"), "epochs", float, line, path),
+                dataset_size=_number(row.get("dataset_size"), "dataset_size", int, line, path),
+                eval_every=_number(row.get("eval_every"), "eval_every", float, line, path),
+                eval_size=_number(row.get("eval_size"), "eval_size", int, line, path),
+                stack=row.get("stack") or None,
+                device=row.get("device") or None,
+                optimizer=row.get("optimizer") or "sgd",
+                image_size=_number(row.get("image_size"), "image_size", int, line, path) or 224,
+            )
+        )
+    if not requests:
+        raise JobRequestError(f"{path}: no jobs (only a header)")
+    return requests

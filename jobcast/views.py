@@ -1,0 +1,158 @@
+"""JSON payloads and rich tables for the commands' output."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from ingest.store import Store
+
+
+def runs_payload(store: Store, network: str | None = None, deployment: str | None = None) -> list:
+    """Runs with their segments: the stable JSON of ``jobcast runs --json``."""
+    stored = store.runs(network, deployment)
+    by_run: dict[int, list[dict]] = {}
+    for seg in store.segments([r.id for r in stored]):
+        by_run.setdefault(seg["run_id"], []).append(seg)
+    out = []
+    for r in stored:
+        out.append(
+            {
+                "id": r.id,
+                "source": r.source,
+                "content_hash": r.content_hash,
+                "format": r.format,
+                "run_index": r.run_index,
+                "network": r.network,
+                "deployment": r.deployment,
+                "framework": r.framework,
+                "batch_size": r.batch_size,
+                "start_time": r.start_time,
+                "phases": [
+                    {
+                        "phase": s["phase"],
+                        "iterations": s["iterations"],
+                        "seconds": s["seconds"],
+                        "batch_size": s["batch_size"],
+                        "start_time": s["start_time"],
+                        "epoch_start": s["epoch_start"],
+                        "epoch_end": s["epoch_end"],
+                        "iteration_start": s["iteration_start"],
+                        "iteration_end": s["iteration_end"],
+                        "points": len(s["points"]),
+                    }
+                    for s in by_run.get(r.id, [])
+                ],
+            }
+        )
+    return out
+
+
+def runs_table(payload: list) -> Table:
+    table = Table(title=f"{len(payload)} runs")
+    for col in ("network", "deployment", "batch", "train s", "train it", "test s", "source"):
+        table.add_column(col, overflow="fold")
+    for r in payload:
+        train = [p for p in r["phases"] if p["phase"] == "train"]
+        test = [p for p in r["phases"] if p["phase"] == "test"]
+        table.add_row(
+            r["network"],
+            r["deployment"],
+            str(r["batch_size"]),
+            f"{sum(p['seconds'] for p in train):,.0f}",
+            f"{sum(p['iterations'] for p in train):,.0f}",
+            f"{sum(p['seconds'] for p in test):,.0f}",
+            r["source"],
+        )
+    return table
+
+
+def models_payload(models) -> list:
+    out = []
+    for m in models:
+        e = m.estimator
+        out.append(
+            {
+                "model": m.model_id,
+                "network": m.network,
+                "deployment": m.deployment,
+                "phase": m.phase,
+                "stack": m.stack,
+                "form": e.form_,
+                "coefficients": dict(zip(e.terms_, map(float, e.coef_), strict=True)),
+                "cv_mape": e.cv_mape_,
+                "cv_kind": e.cv_kind_,
+                "cv_by_form": e.cv_,
+                "interval_half_width": e.half_width_,
+                "runs": e.n_runs_,
+                "points": e.n_points_,
+                "batch_range": list(e.batch_range_),
+                "iteration_range": list(e.iteration_range_),
+            }
+        )
+    return out
+
+
+def models_table(payload: list) -> Table:
+    table = Table(title=f"{len(payload)} end-to-end models (CV MAPE: error on held-out runs' totals)")
+    for col in ("network", "deployment", "phase", "stack", "form", "runs", "CV MAPE %", "±90 %"):
+        table.add_column(col, overflow="fold")
+    for m in payload:
+        cv = "n/a" if m["cv_mape"] is None else f"{m['cv_mape']:.2f}"
+        table.add_row(
+            m["network"],
+            m["deployment"],
+            m["phase"],
+            m["stack"] or "-",
+            m["form"],
+            str(m["runs"]),
+            f"{cv} ({m['cv_kind']})",
+            f"{100 * m['interval_half_width']:.1f} %",
+        )
+    return table
+
+
+def human_seconds(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+def forecast_text(result: dict) -> str:
+    text = (
+        f"{human_seconds(result['seconds'])} ({result['seconds']:,.1f} s), "
+        f"90 % interval {result['low']:,.1f}–{result['high']:,.1f} s "
+        f"[{result['route']}: {result['model']}]"
+    )
+    if result.get("extrapolated"):
+        text += "\n[yellow]warning:[/yellow] outside the fitted batch-size or iteration range"
+    for warning in result.get("warnings", []):
+        text += f"\n[yellow]warning:[/yellow] {warning}"
+    return text
+
+
+def forecasts_table(results: list) -> Table:
+    table = Table(title="forecasts (seconds, 90 % interval)")
+    for col in ("network", "deployment", "batch", "iterations", "seconds", "low", "high", "route"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        job = r["job"]
+        common = [
+            str(job.get("network")),
+            str(job.get("deployment") or job.get("device") or "-"),
+            str(job.get("batch_size")),
+            str(job.get("iterations") or job.get("epochs") or "-"),
+        ]
+        if "error" in r:
+            table.add_row(*common, "[red]error[/red]", "", "", r["error"])
+            continue
+        flag = " (extrapolated)" if r.get("extrapolated") else ""
+        table.add_row(
+            *common,
+            f"{r['seconds']:,.1f}",
+            f"{r['low']:,.1f}",
+            f"{r['high']:,.1f}",
+            r["route"] + flag,
+        )
+    return table

@@ -1,0 +1,221 @@
+"""Linear model of phase time versus iterations and batch size (Gianniti/Ardagna style).
+
+``seconds = a + b * iterations + c * iterations * batch_size`` with a, b, c >= 0:
+``a`` is the one-off cost of the phase in a run (start-up, warm-up), ``b`` the
+batch-independent cost of a step (kernel launches, synchronisation, optimizer update),
+``c`` the cost of one sample. Three forms use subsets of the terms; ``form="auto"`` picks
+the one with the lowest cross-validated error, grouping by run so no run is in both the
+training and the validation fold. Fits minimise relative error (rows weighted by 1/t),
+since a job plan cares about percent, not seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+# The order breaks ties: with one batch size in the data per_sample and per_iteration fit the
+# same, and per_sample (time grows with samples) is the better guess for another batch size.
+FORMS: dict[str, tuple[str, ...]] = {
+    "per_sample": ("const", "samples"),
+    "per_iteration": ("const", "iterations"),
+    "iteration_and_sample": ("const", "iterations", "samples"),
+}
+MIN_HALF_WIDTH = 0.01  # intervals are never narrower than +-1 %
+COVERAGE = 0.90
+
+
+def _design(iterations: np.ndarray, batch: np.ndarray, terms: tuple[str, ...]) -> np.ndarray:
+    cols = {
+        "const": np.ones_like(iterations, dtype=float),
+        "iterations": iterations.astype(float),
+        "samples": iterations.astype(float) * batch.astype(float),
+    }
+    return np.column_stack([cols[t] for t in terms])
+
+
+def _nnls_fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    w = 1.0 / np.maximum(y, 1e-9)
+    scale = np.maximum(np.abs(x * w[:, None]).max(axis=0), 1e-12)
+    coef, _ = optimize.nnls((x * w[:, None]) / scale, y * w)
+    return coef / scale
+
+
+@dataclass
+class CVResult:
+    form: str
+    mape: float | None
+    errors: list[float]  # signed relative errors (actual - predicted) / predicted
+    kind: str  # "leave-one-run-out", "tail-holdout" or "none"
+
+
+class PhaseTimeModel:
+    """Estimator of phase seconds from (iterations, batch_size); see the module doc.
+
+    fit(X, y, groups): X has columns ``iterations`` and ``batch_size``, y seconds,
+    ``groups`` the run of each row (rows of one run are its cumulative progress points,
+    the run's total last). predict(X) returns seconds; predict_interval(X) adds bounds.
+    """
+
+    def __init__(self, form: str = "auto", coverage: float = COVERAGE):
+        self.form = form
+        self.coverage = coverage
+
+    # -- fitting -----------------------------------------------------------------
+
+    def _candidates(self, batch: np.ndarray) -> list[str]:
+        if self.form != "auto":
+            if self.form not in FORMS:
+                raise ValueError(f"unknown form {self.form!r}; choose from {sorted(FORMS)}")
+            return [self.form]
+        forms = list(FORMS)
+        if len(np.unique(batch)) < 2:
+            forms.remove("iteration_and_sample")  # c and b cannot both be told apart
+        return forms
+
+    def fit(self, X: pd.DataFrame, y, groups) -> PhaseTimeModel:
+        it = np.asarray(X["iterations"], dtype=float)
+        bs = np.asarray(X["batch_size"], dtype=float)
+        y = np.asarray(y, dtype=float)
+        groups = np.asarray(groups)
+        if len(y) < 2:
+            raise ValueError("need at least two progress points to fit a phase model")
+        if np.any(it <= 0) or np.any(bs <= 0) or np.any(y <= 0):
+            raise ValueError("iterations, batch sizes and seconds must be positive")
+        results = [self._cross_validate(f, it, bs, y, groups) for f in self._candidates(bs)]
+        scored = [r for r in results if r.mape is not None]
+        best = min(scored, key=lambda r: r.mape) if scored else results[0]
+        self.cv_ = {r.form: r.mape for r in results}
+        self.cv_kind_ = best.kind
+        self.form_ = best.form
+        self.terms_ = FORMS[best.form]
+        self.coef_ = _nnls_fit(_design(it, bs, self.terms_), y)
+        fitted = self._raw_predict(it, bs)
+        in_sample = (y - fitted) / fitted
+        self.cv_mape_ = best.mape
+        self.cv_errors_ = best.errors
+        self.half_width_ = self._half_width(best.errors, in_sample)
+        finals = _final_rows(groups)
+        self.n_runs_ = int(len(np.unique(groups)))
+        self.n_points_ = int(len(y))
+        self.batch_range_ = (float(bs.min()), float(bs.max()))
+        self.iteration_range_ = (float(it[finals].min()), float(it[finals].max()))
+        return self
+
+    def _cross_validate(self, form, it, bs, y, groups) -> CVResult:
+        terms = FORMS[form]
+        runs = list(dict.fromkeys(groups))
+        finals = _final_rows(groups)
+        errors: list[float] = []
+        if len(runs) >= 2:
+            kind = "leave-one-run-out"
+            for run in runs:
+                train = groups != run
+                coef = _nnls_fit(_design(it[train], bs[train], terms), y[train])
+                i = finals[np.flatnonzero(groups[finals] == run)[0]]
+                pred = float((_design(it[i : i + 1], bs[i : i + 1], terms) @ coef)[0])
+                errors.append((y[i] - pred) / pred if pred > 0 else math.inf)
+        else:
+            kind = "tail-holdout"
+            i = int(finals[0])
+            train = it <= 0.5 * it[i]
+            if train.sum() < 2:
+                return CVResult(form, None, [], "none")
+            coef = _nnls_fit(_design(it[train], bs[train], terms), y[train])
+            pred = float((_design(it[i : i + 1], bs[i : i + 1], terms) @ coef)[0])
+            errors.append((y[i] - pred) / pred if pred > 0 else math.inf)
+        mape = float(np.mean(np.abs(errors))) * 100
+        return CVResult(form, mape, [float(e) for e in errors], kind)
+
+    def _half_width(self, cv_errors: list[float], in_sample: np.ndarray) -> float:
+        """Relative half-width of the prediction interval (a t-interval on CV errors)."""
+        floor = max(MIN_HALF_WIDTH, 2 * float(np.sqrt(np.mean(in_sample**2))))
+        errs = np.asarray([e for e in cv_errors if np.isfinite(e)])
+        if len(errs) == 0:
+            return max(floor, 0.25)  # no validation possible: say so with a wide interval
+        n = len(errs)
+        t = stats.t.ppf(0.5 + self.coverage / 2, df=max(n - 1, 1))
+        half = t * float(np.sqrt(np.mean(errs**2))) * math.sqrt(1 + 1 / n)
+        return max(floor, half)
+
+    # -- prediction --------------------------------------------------------------
+
+    def _raw_predict(self, it: np.ndarray, bs: np.ndarray) -> np.ndarray:
+        return _design(it, bs, self.terms_) @ self.coef_
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        it = np.asarray(X["iterations"], dtype=float)
+        bs = np.asarray(X["batch_size"], dtype=float)
+        return self._raw_predict(it, bs)
+
+    def predict_interval(self, X: pd.DataFrame) -> pd.DataFrame:
+        """seconds, low, high and whether the point lies outside the fitted ranges."""
+        it = np.asarray(X["iterations"], dtype=float)
+        bs = np.asarray(X["batch_size"], dtype=float)
+        if np.any(it < 0) or np.any(bs <= 0):
+            raise ValueError("iterations must be >= 0 and batch sizes > 0")
+        pred = self._raw_predict(it, bs)
+        b_stretch = _log_distance(bs, self.batch_range_)
+        i_stretch = _log_distance(np.maximum(it, 1.0), self.iteration_range_)
+        extrapolated = (b_stretch > 0) | (i_stretch > math.log(1.5))
+        half = self.half_width_ * (1 + b_stretch + 0.5 * np.maximum(i_stretch - math.log(1.5), 0))
+        return pd.DataFrame(
+            {
+                "seconds": pred,
+                "low": pred * np.maximum(1 - half, 0.0),
+                "high": pred * (1 + half),
+                "extrapolated": extrapolated,
+            },
+            index=X.index,
+        )
+
+    # -- persistence -------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        return {
+            "form": self.form_,
+            "terms": list(self.terms_),
+            "coef": [float(c) for c in self.coef_],
+            "half_width": self.half_width_,
+            "coverage": self.coverage,
+            "cv_mape": self.cv_mape_,
+            "cv": self.cv_,
+            "cv_kind": self.cv_kind_,
+            "cv_errors": self.cv_errors_,
+            "n_runs": self.n_runs_,
+            "n_points": self.n_points_,
+            "batch_range": list(self.batch_range_),
+            "iteration_range": list(self.iteration_range_),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> PhaseTimeModel:
+        m = cls(form=d["form"], coverage=d["coverage"])
+        m.form_, m.terms_ = d["form"], tuple(d["terms"])
+        m.coef_ = np.asarray(d["coef"], dtype=float)
+        m.half_width_ = d["half_width"]
+        m.cv_mape_, m.cv_, m.cv_kind_ = d["cv_mape"], d["cv"], d["cv_kind"]
+        m.cv_errors_ = d["cv_errors"]
+        m.n_runs_, m.n_points_ = d["n_runs"], d["n_points"]
+        m.batch_range_ = tuple(d["batch_range"])
+        m.iteration_range_ = tuple(d["iteration_range"])
+        return m
+
+
+def _final_rows(groups: np.ndarray) -> np.ndarray:
+    """Index of the last row of each run (its total), in order of first appearance."""
+    last: dict = {}
+    for i, g in enumerate(groups):
+        last[g] = i
+    return np.asarray(list(last.values()), dtype=int)
+
+
+def _log_distance(x: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
+    lo, hi = bounds
+    below = np.log(np.maximum(lo, 1e-12) / np.maximum(x, 1e-12))
+    above = np.log(np.maximum(x, 1e-12) / max(hi, 1e-12))
+    return np.maximum(np.maximum(below, above), 0.0)

@@ -1,0 +1,77 @@
+"""The phase model recovers physical coefficients, validates by run and bounds its forecasts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from models.phase_model import PhaseTimeModel
+
+
+def _curves(batches, a=30.0, b=0.05, c=0.001, noise=0.01, seed=0) -> pd.DataFrame:
+    """Cumulative progress curves of runs obeying t = a + I (b + c B) with noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for run, batch in enumerate(batches):
+        for epoch in range(1, 11):
+            iters = epoch * 100
+            secs = (a + iters * (b + c * batch)) * (1 + rng.normal(0, noise))
+            rows.append((run, iters, batch, secs))
+    return pd.DataFrame(rows, columns=["run", "iterations", "batch_size", "seconds"])
+
+
+def _fit(df, **kw) -> PhaseTimeModel:
+    return PhaseTimeModel(**kw).fit(df[["iterations", "batch_size"]], df["seconds"], df["run"])
+
+
+def test_recovers_overhead_and_per_sample_cost():
+    model = _fit(_curves([64, 128, 256, 512], noise=0.002))
+    assert model.form_ == "iteration_and_sample"
+    a, b, c = model.coef_
+    assert a == pytest.approx(30, rel=0.3)
+    assert b == pytest.approx(0.05, rel=0.2)
+    assert c == pytest.approx(0.001, rel=0.05)
+    assert model.cv_kind_ == "leave-one-run-out"
+    assert model.cv_["iteration_and_sample"] < model.cv_["per_iteration"]
+
+
+def test_one_batch_size_cannot_separate_step_and_sample_cost():
+    model = _fit(_curves([256, 256, 256]))
+    assert "iteration_and_sample" not in model.cv_
+    assert model.form_ == "per_sample"  # the tie-break documented in the module
+
+
+def test_interval_contains_truth_and_flags_extrapolation():
+    model = _fit(_curves([128, 256, 512], noise=0.01))
+    X = pd.DataFrame({"iterations": [700, 700], "batch_size": [256, 4096]})
+    out = model.predict_interval(X)
+    truth = 30 + 700 * (0.05 + 0.001 * 256)
+    assert out.loc[0, "low"] <= truth <= out.loc[0, "high"]
+    assert not out.loc[0, "extrapolated"]
+    assert out.loc[1, "extrapolated"]
+    rel_width = (out["high"] - out["low"]) / out["seconds"]
+    assert rel_width[1] > rel_width[0]  # extrapolating widens the interval
+
+
+def test_single_run_uses_tail_holdout():
+    model = _fit(_curves([256]))
+    assert model.cv_kind_ == "tail-holdout"
+    assert model.cv_mape_ is not None
+
+
+def test_serialisation_round_trip():
+    model = _fit(_curves([128, 512]))
+    again = PhaseTimeModel.from_dict(model.to_dict())
+    X = pd.DataFrame({"iterations": [10, 1000, 5000], "batch_size": [128, 256, 512]})
+    pd.testing.assert_frame_equal(model.predict_interval(X), again.predict_interval(X))
+
+
+@pytest.mark.parametrize(
+    "iterations, batch, seconds",
+    [([0, 10], [1, 1], [1, 2]), ([1, 10], [0, 1], [1, 2]), ([1, 10], [1, 1], [-1, 2])],
+)
+def test_rejects_non_positive_inputs(iterations, batch, seconds):
+    X = pd.DataFrame({"iterations": iterations, "batch_size": batch})
+    with pytest.raises(ValueError, match="positive"):
+        PhaseTimeModel().fit(X, seconds, [0, 0])
