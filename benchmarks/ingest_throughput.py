@@ -56,8 +56,10 @@ def main() -> None:
     megabytes = sum(p.stat().st_size for _, p in files) / 1e6
     times: dict[str, list[float]] = {"parse only": [], "parse + store": []}
     for _ in range(args.reps):
-        for name, fn in (("parse only", lambda: parse_only(files)),
-                         ("parse + store", lambda: parse_and_store(args.logs))):
+        for name, fn in (
+            ("parse only", lambda: parse_only(files)),
+            ("parse + store", lambda: parse_and_store(args.logs)),
+        ):
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)

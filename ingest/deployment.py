@@ -6,7 +6,10 @@ import re
 
 # Accelerator names whose vendor the log leaves out.
 _VENDOR_HINTS: tuple[tuple[str, str], ...] = (
-    (r"^(tesla|quadro|geforce|titan|gtx|rtx|a\d{2,3}\b|h\d{2,3}\b|v100|p100|k\d{2}\b|m\d{2}\b|l4\b|l40|t4\b|b\d{3}\b|gb\d{3}\b)", "nvidia"),
+    (
+        r"^(tesla|quadro|geforce|titan|gtx|rtx|a\d{2,3}\b|h\d{2,3}\b|v100|p100|k\d{2}\b|m\d{2}\b|l4\b|l40|t4\b|b\d{3}\b|gb\d{3}\b)",
+        "nvidia",
+    ),
     (r"^(gaudi|hl-)", "habana"),
     (r"^tpu", "google"),
     (r"^(mi\d+|instinct|radeon)", "amd"),
@@ -34,7 +37,11 @@ def accelerator_slug(name: str) -> str:
                 vendor = hint
                 break
     words = re.split(r"[^a-z0-9.]+", text)
-    words = [w for w in words if w and w not in _DROP_WORDS and w not in {vendor, "intel", "habana", "amd", "google"}]
+    words = [
+        w
+        for w in words
+        if w and w not in _DROP_WORDS and w not in {vendor, "intel", "habana", "amd", "google"}
+    ]
     body = "-".join(words).replace(".", "")
     return f"{vendor}-{body}" if vendor and body else (body or vendor)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ingest.events import ParseContext, ParseError
 
-_VERSION = re.compile(r"(?:^|[_-])v(\d+\.\d+)(?:\.\d+)?$", re.IGNORECASE)
+_VERSION = re.compile(r"(?:^|[_\s-])v(\d+\.\d+)(?:\.\d+)?$", re.IGNORECASE)
 _V06_LINE = re.compile(r"^(\w+): (\{.*\})\s*$")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ingest.deployment import normalise_deployment
-from ingest.events import ParseContext, ParseError, ParsedRun
+from ingest.events import ParseContext, ParsedRun, ParseError
 from ingest.store import Store
 
 PARSER_MODULES = ("mlperf", "caffe", "tf_cnn", "keras_stdout", "jsonl")
@@ -142,7 +142,8 @@ def ingest_file(
     module = detect(lines[:SNIFF_LINES], modules)
     if module is None:
         raise ParseError(
-            "unrecognised format (not MLPerf, Caffe, tf_cnn_benchmarks, Keras or jobcast JSON-lines)",
+            "unrecognised format (not MLPerf, Caffe, tf_cnn_benchmarks, Keras or "
+            "jobcast JSON-lines)",
             line=1,
             source=source,
         )

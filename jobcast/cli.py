@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from jobcast import cli_bench, cli_layerwise
+from jobcast import cli_bench  # TEMP
 from jobcast.output import console, emit_json, fail
 
 app = typer.Typer(
@@ -33,11 +33,15 @@ def _store(url: str | None):
 def ingest(
     paths: list[str] = typer.Argument(..., help="Log files or folders (searched recursively)."),
     store: str | None = typer.Option(None, "--store", help=STORE_HELP),
-    network: str | None = typer.Option(None, help="Network name, where the logs lack or misname it."),
+    network: str | None = typer.Option(
+        None, help="Network name, where the logs lack or misname it."
+    ),
     deployment: str | None = typer.Option(
         None, help="Deployment key or '8x V100' form, where the logs lack it."
     ),
-    batch_size: int | None = typer.Option(None, min=1, help="Global batch size, where logs lack it."),
+    batch_size: int | None = typer.Option(
+        None, min=1, help="Global batch size, where logs lack it."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
 ) -> None:
     """Parse training logs into the store (idempotent; each file whole or not at all)."""
@@ -54,7 +58,8 @@ def ingest(
                 "added": [{"source": s, "runs": n} for s, n in report.added],
                 "duplicates": [{"source": s, "first_source": f} for s, f in report.duplicates],
                 "rejected": [
-                    {"source": e.source, "line": e.line, "reason": e.reason} for e in report.rejected
+                    {"source": e.source, "line": e.line, "reason": e.reason}
+                    for e in report.rejected
                 ],
                 "skipped": report.skipped,
                 "store": st.counts(),
@@ -64,7 +69,8 @@ def ingest(
         runs = sum(n for _, n in report.added)
         console.print(
             f"added {len(report.added)} files ({runs} runs), {len(report.duplicates)} already "
-            f"in the store, {len(report.rejected)} rejected, {len(report.skipped)} side files skipped"
+            f"in the store, {len(report.rejected)} rejected, "
+            f"{len(report.skipped)} side files skipped"
         )
         for err in report.rejected:
             console.print(f"[red]rejected[/red] {err}", highlight=False)
@@ -127,8 +133,10 @@ def predict(
     device: str | None = typer.Option(None, help="GPU for a layerwise forecast, e.g. V100."),
     optimizer: str = typer.Option("sgd", help="Layerwise: sgd, adam, ... or none (inference)."),
     image_size: int = typer.Option(224, min=8, help="Layerwise: input image side."),
-    jobs: Path | None = typer.Option(None, help="CSV of jobs (network, deployment, batch_size, "
-                                     "iterations, phase) for batch mode."),
+    jobs: Path | None = typer.Option(
+        None,
+        help="CSV of jobs (network, deployment, batch_size, iterations, phase) for batch mode.",
+    ),
     store: str | None = typer.Option(None, "--store", help=STORE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -193,7 +201,7 @@ def demo(
     sys.exit(run_demo(workdir))
 
 
-cli_layerwise.register(app)
+# TEMP cli_layerwise.register(app)
 cli_bench.register(app)
 
 
@@ -203,4 +211,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-

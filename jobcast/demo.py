@@ -10,7 +10,22 @@ from rich.table import Table
 from jobcast.output import console
 
 SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "data"
-SAMPLE_DIRS = ("mlperf", "caffe", "tf_cnn", "jsonl")
+UNKNOWN_GPU = "unknown-gpu-x1"
+
+
+def sample_batches(samples: Path) -> list[tuple[list[str], object]]:
+    """The bundled logs, each group with what its logs lack (as one would pass on the CLI)."""
+    from ingest.pipeline import Overrides
+
+    caffe = samples / "caffe"
+    return [
+        ([str(samples / "mlperf"), str(samples / "tf_cnn")], Overrides()),
+        ([str(p) for p in sorted((samples / "keras").glob("*.jsonl"))], Overrides()),
+        # ethanhe42's prototxts call ResNet-20 "resnet3-cifar10".
+        ([str(p) for p in sorted(caffe.glob("ethanhe42_*.log"))], Overrides(network="resnet20")),
+        # The CaffeNet benchmark logs never print their GPU.
+        ([str(p) for p in sorted(caffe.glob("ducha_*.log"))], Overrides(deployment=UNKNOWN_GPU)),
+    ]
 IMAGENET_TRAIN, IMAGENET_VAL = 1_281_167, 50_000
 
 
@@ -39,7 +54,9 @@ def _demo_jobs(models) -> list:
     for m in models:
         if m.network == "caffenet" and m.phase == "train":
             jobs.append(
-                JobRequest(network="caffenet", deployment=m.deployment, batch_size=256, iterations=10_000)
+                JobRequest(
+                    network="caffenet", deployment=m.deployment, batch_size=256, iterations=10_000
+                )
             )
             break
     jobs.append(JobRequest(network="vgg16", device="V100", batch_size=32, iterations=1000))
@@ -64,14 +81,21 @@ def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
 
     workdir.mkdir(parents=True, exist_ok=True)
     store = Store(f"sqlite:///{workdir / 'jobcast.db'}")
-    paths = [str(samples / d) for d in SAMPLE_DIRS if (samples / d).is_dir()]
-    if not paths:
+    if not (samples / "mlperf").is_dir():
         console.print(f"[red]error:[/red] no sample logs under {samples}")
         return 2
     console.rule("1. ingest the bundled real training logs")
     t0 = time.perf_counter()
+    report = None
     with progress_bar("ingest") as advance:
-        report = ingest_paths(store, paths, progress=advance)
+        for paths, overrides in sample_batches(samples):
+            part = ingest_paths(store, paths, overrides, progress=advance)
+            if report is None:
+                report = part
+            else:
+                report.added += part.added
+                report.duplicates += part.duplicates
+                report.rejected += part.rejected
     counts = store.counts()
     console.print(
         f"{len(report.added)} files added, {len(report.duplicates)} already stored, "

@@ -46,16 +46,23 @@ class JobRequest:
     image_size: int = 224
 
     def describe(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None
+        }
 
 
 class Forecaster:
-    """Routes each request to the end-to-end model of its key, else to the layerwise path."""
+    """Routes each request to the end-to-end model of its key, else to the layerwise path.
 
-    def __init__(self, store: Store | None = None, layer_predictor=None):
+    The end-to-end models come from ``store`` (read on first use) or are given as
+    ``models`` (``FittedModel`` list, e.g. a snapshot packaged with an MLflow model).
+    ``layer_predictor`` defaults to the shipped layerwise predictor.
+    """
+
+    def __init__(self, store: Store | None = None, layer_predictor=None, models=None):
         self.store = store
         self.layer_predictor = layer_predictor
-        self._models = None
+        self._models = models
 
     @property
     def models(self):
@@ -142,7 +149,9 @@ def read_jobs_csv(path: Path) -> list[JobRequest]:
     header = [h.strip() for h in (reader.fieldnames or [])]
     missing = [c for c in ("network", "batch_size") if c not in header]
     if missing:
-        raise JobRequestError(f"{path}:1: missing column(s) {', '.join(missing)}; need {JOB_COLUMNS}")
+        raise JobRequestError(
+            f"{path}:1: missing column(s) {', '.join(missing)}; need {JOB_COLUMNS}"
+        )
     unknown = [h for h in header if h not in JOB_COLUMNS + OPTIONAL_COLUMNS]
     if unknown:
         raise JobRequestError(f"{path}:1: unknown column(s) {', '.join(unknown)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,7 +13,9 @@ from typing import NoReturn
 import typer
 from rich.console import Console
 
-console = Console(stderr=False, highlight=False)
+# Piped output (CI logs, files) gets a wide table instead of Rich's 80-column default.
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 140
+console = Console(stderr=False, highlight=False, width=_WIDTH)
 err_console = Console(stderr=True, highlight=False)
 
 

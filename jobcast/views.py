@@ -93,7 +93,9 @@ def models_payload(models) -> list:
 
 
 def models_table(payload: list) -> Table:
-    table = Table(title=f"{len(payload)} end-to-end models (CV MAPE: error on held-out runs' totals)")
+    table = Table(
+        title=f"{len(payload)} end-to-end models (CV MAPE: error on held-out runs' totals)"
+    )
     for col in ("network", "deployment", "phase", "stack", "form", "runs", "CV MAPE %", "±90 %"):
         table.add_column(col, overflow="fold")
     for m in payload:

@@ -34,7 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from layerwise.layers import LAYER_TYPES, TIME_COLUMNS, all_columns, get_layer, get_space
+from layerwise.layers import (
+    LAYER_TYPES,
+    TIME_COLUMNS,
+    FeatureSpace,
+    all_columns,
+    get_layer,
+    get_space,
+)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -260,7 +267,7 @@ def config_id(seed: int, index: int, layers: Sequence[str], space: str) -> str:
 
 
 def campaign_configs(
-    layers: Sequence[str], samples: int, seed: int = 0, space: str = "paper"
+    layers: Sequence[str], samples: int, seed: int = 0, space: str | FeatureSpace = "paper"
 ) -> Iterator[dict]:
     """The deterministic configurations of a campaign, each with index, config_id, seed, space."""
     if not layers:
@@ -324,7 +331,7 @@ def _format(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return "" if math.isnan(value) else repr(value)
+        return "" if math.isnan(value) else format(value, ".7g")
     return str(value)
 
 
@@ -346,24 +353,60 @@ class CampaignResult:
         return dict(self.__dict__)
 
 
+CRASH_ATTEMPTS = 2  # a configuration that kills the process this often becomes a failed row
+
+
+def _marker_path(path: Path) -> Path:
+    return path.with_name(path.name + ".inflight")
+
+
+def _read_marker(marker: Path) -> tuple[str, int] | None:
+    """(config_id, attempts) of the configuration being timed when the process last died."""
+    try:
+        cid, attempts = marker.read_text().split()
+        return cid, int(attempts)
+    except (OSError, ValueError):
+        return None
+
+
+def _failed_record(row: dict, plan: TimingPlan, error: str) -> dict:
+    record = dict(row)
+    record.update({c: math.nan for c in TIME_COLUMNS})
+    record.update(status="failed", error=error, runs=0, reps=plan.reps, warmup=plan.warmup,
+                  grad_input=plan.grad_input, flops=get_layer(str(row["layer"])).flops(row))
+    return record
+
+
 def run_campaign(
     out: str | Path,
     layers: Sequence[str],
     samples: int,
     *,
     seed: int = 0,
-    space: str = "paper",
+    space: str | FeatureSpace = "paper",
     device: str = "cpu",
     plan: TimingPlan | None = None,
     max_rows: int | None = None,
     max_seconds: float | None = None,
     progress: Callable[[int, int, dict | None], None] | None = None,
+    isolate: bool = False,
+    max_restarts: int = 50,
 ) -> CampaignResult:
     """Run (or resume) a campaign of ``samples`` configurations, appending rows to ``out``.
 
     ``max_rows``/``max_seconds`` stop early (rerun to resume). ``progress(done, total, row)``
     is called once with ``row=None`` before the first new row, then after every row.
+
+    A configuration that kills the process (a native crash inside TensorFlow) is retried once
+    on the next run and then recorded as a failed row. With ``isolate=True`` the campaign runs
+    in a child process that is restarted after such a crash (up to ``max_restarts`` times), so
+    one call always finishes the campaign.
     """
+    plan = plan or TimingPlan()
+    if isolate:
+        return _run_isolated(out, layers, samples, seed=seed, space=space, device=device,
+                             plan=plan, max_rows=max_rows, max_seconds=max_seconds,
+                             progress=progress, max_restarts=max_restarts)
     from layerwise.hardware import detect_device
 
     started = time.perf_counter()
@@ -377,6 +420,8 @@ def run_campaign(
     result.device = dict(hw)
     run_id = uuid.uuid4().hex[:12]
     total = len(configs)
+    marker = _marker_path(path)
+    pending = _read_marker(marker)
     if progress:
         progress(result.skipped_existing, total, None)
     with open(path, "a", newline="", encoding="utf-8") as handle:
@@ -388,10 +433,21 @@ def run_campaign(
             if max_seconds is not None and time.perf_counter() - started > max_seconds:
                 result.stopped_early = True
                 break
-            record = bench_row(row, device, plan)
+            attempts = pending[1] if pending and pending[0] == row["config_id"] else 0
+            if attempts >= CRASH_ATTEMPTS:
+                record = _failed_record(row, plan, f"process died {attempts} times while "
+                                        "timing this configuration (native crash)")
+            else:
+                marker.write_text(f"{row['config_id']} {attempts + 1}\n")
+                try:
+                    record = bench_row(row, device, plan)
+                except KeyboardInterrupt:
+                    marker.unlink(missing_ok=True)
+                    raise
             record.update(hw, run_id=run_id)
             writer.writerow([_format(record.get(col)) for col in CSV_COLUMNS])
             handle.flush()
+            marker.unlink(missing_ok=True)
             result.written += 1
             result.ok += record["status"] == "ok"
             result.failed += record["status"] == "failed"
@@ -401,6 +457,89 @@ def run_campaign(
                 progress(result.skipped_existing + result.written, total, record)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _worker(queue: Any, out: str, layers: list[str], samples: int, kwargs: dict) -> None:
+    """Child process of an isolated campaign: run it, report rows and the result."""
+
+    def progress(done: int, total: int, row: dict | None) -> None:
+        queue.put(("progress", (done, total, row)))
+
+    try:
+        result = run_campaign(out, layers, samples, progress=progress, **kwargs)
+        queue.put(("result", result.as_dict()))
+        code = 0
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which re-raises
+        queue.put(("error", (type(exc).__name__, str(exc))))
+        code = 1
+    queue.close()
+    queue.join_thread()
+    raise SystemExit(code)
+
+
+def _run_isolated(out: str | Path, layers: Sequence[str], samples: int, *, progress: Any,
+                  max_rows: int | None, max_seconds: float | None, max_restarts: int,
+                  **kwargs: Any) -> CampaignResult:
+    import multiprocessing as mp
+    import queue as queue_module
+
+    ctx = mp.get_context("spawn")
+    started = time.perf_counter()
+    total = CampaignResult(out=str(out), requested=samples)
+    restarts, first = 0, True
+    while True:
+        rows_left = None if max_rows is None else max_rows - total.written
+        secs_left = None if max_seconds is None else max_seconds - (time.perf_counter() - started)
+        if (rows_left is not None and rows_left <= 0) or (secs_left is not None and secs_left <= 0):
+            total.stopped_early = True
+            break
+        queue = ctx.Queue()
+        child_kwargs = dict(kwargs, max_rows=rows_left, max_seconds=secs_left)
+        proc = ctx.Process(target=_worker, args=(queue, str(out), list(layers), samples,
+                                                 child_kwargs), daemon=True)
+        proc.start()
+        result = error = None
+        while True:
+            try:
+                kind, payload = queue.get(timeout=0.5)
+            except queue_module.Empty:
+                if proc.is_alive():
+                    continue
+                try:
+                    kind, payload = queue.get(timeout=0.5)
+                except queue_module.Empty:
+                    break
+            if kind == "progress":
+                done, count, row = payload
+                if row is None:
+                    if first:
+                        total.skipped_existing, first = done, False
+                else:
+                    total.written += 1
+                    total.ok += row["status"] == "ok"
+                    total.failed += row["status"] == "failed"
+                    total.device = {k: v for k, v in row.items()
+                                    if k in ("device", "gpu") or k.startswith(("hw_", "sw_"))}
+                if progress:
+                    progress(done, count, row)
+            elif kind == "result":
+                result = payload
+            else:
+                error = payload
+        proc.join()
+        if error is not None:
+            cls = CampaignFileError if error[0] == "CampaignFileError" else ValueError
+            raise cls(error[1])
+        if result is not None:
+            total.device = result["device"] or total.device
+            total.stopped_early = result["stopped_early"]
+            break
+        restarts += 1
+        if restarts > max_restarts:
+            raise RuntimeError(f"benchmark process died {restarts} times (exit code "
+                               f"{proc.exitcode}); see {out}")
+    total.seconds = time.perf_counter() - started
+    return total
 
 
 def _clear_session() -> None:

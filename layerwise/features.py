@@ -121,6 +121,15 @@ def feature_frame(rows: pd.DataFrame, layer: str) -> pd.DataFrame:
     training = (optimizer != "none").astype(float)
     feats["training"] = training
 
+    if {"kernelsize", "strides", "padding"} <= set(spec.columns):
+        feats.update(window_features(rows))
+    if layer == "conv":
+        side = feats["out_side"]
+        feats["log_gemm_m"] = np.log(np.maximum(feats["batchsize"] * side * side, 1.0))
+        feats["log_gemm_k"] = np.log(np.maximum(
+            feats["kernelsize"] ** 2 * feats["channels_in"], 1.0))
+        feats["log_gemm_n"] = np.log(np.maximum(feats["channels_out"], 1.0))
+
     cost = cost_frame(rows, layer)
     hw = hardware_frame(rows)
     slots = optimizer.map(OPTIMIZER_SLOTS).astype(float)
@@ -148,6 +157,29 @@ def feature_frame(rows: pd.DataFrame, layer: str) -> pd.DataFrame:
         cols = [c for c in frame.columns if not math.isfinite(frame.at[first, c])]
         raise FeatureError(f"row {first}: non-numeric or missing value in {', '.join(cols)}")
     return frame
+
+
+def window_features(rows: pd.DataFrame) -> dict[str, pd.Series]:
+    """Output side, total and odd (asymmetric) SAME padding, and input rows left unused by VALID.
+
+    TensorFlow pads an odd SAME total explicitly before cuDNN (an extra copy of the input),
+    which makes those configurations markedly slower: the ``pad_asym`` flag carries this.
+    """
+    n = pd.to_numeric(rows["matsize"], errors="coerce").astype(float)
+    k = pd.to_numeric(rows["kernelsize"], errors="coerce").astype(float)
+    s = pd.to_numeric(rows["strides"], errors="coerce").astype(float)
+    same = rows["padding"].astype(str).str.strip().str.lower() == "same"
+    side = np.where(same, np.ceil(n / s), np.floor((n - k) / s) + 1)
+    side = np.maximum(side, 0.0)
+    pad = np.where(same, np.maximum((side - 1) * s + k - n, 0.0), 0.0)
+    unused = np.where(same, 0.0, np.maximum(n - ((side - 1) * s + k), 0.0))
+    index = rows.index
+    return {
+        "out_side": pd.Series(side, index=index),
+        "pad_total": pd.Series(pad, index=index),
+        "pad_asym": pd.Series((pad % 2 == 1).astype(float), index=index),
+        "unused": pd.Series(unused, index=index),
+    }
 
 
 def roofline_ms(work_flops: pd.Series, work_bytes: pd.Series, hw: pd.DataFrame) -> pd.Series:

@@ -71,6 +71,22 @@ def _fp32_per_cycle(flags: set[str]) -> int:
     return 8
 
 
+NOMINAL_GBS_PER_CORE = 10.0
+CPUFREQ_MAX = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+
+
+def _max_mhz(model: str, cpuinfo_mhz: float) -> float:
+    """A stable clock: cpufreq maximum, else "@ 2.60GHz" in the model name, else rounded MHz."""
+    try:
+        return float(CPUFREQ_MAX.read_text().strip()) / 1000.0
+    except (OSError, ValueError):
+        pass
+    match = re.search(r"@\s*([0-9.]+)\s*GHz", model, re.IGNORECASE)
+    if match:
+        return float(match.group(1)) * 1000.0
+    return round(cpuinfo_mhz, -2) if math.isfinite(cpuinfo_mhz) else math.nan
+
+
 def _memory_gb() -> float:
     try:
         for line in MEMINFO.read_text().splitlines():
@@ -85,8 +101,11 @@ def cpu_features(cpuinfo_text: str | None = None) -> dict[str, object]:
     """The ``gpu`` name and ``hw_*`` columns for this machine's CPU.
 
     ``hw_cores`` = cores usable by this process (affinity; physical when known),
+    ``hw_clock_mhz`` = maximum frequency (cpufreq, else the model name, else ``cpu MHz``
+    rounded to 100 MHz, so that it does not drift between runs),
     ``hw_peak_tflops`` = cores x clock x fp32 FLOPs/cycle (vector FMA width; an upper bound),
-    ``hw_bandwidth_gbs`` is not measured (NaN).
+    ``hw_bandwidth_gbs`` = a nominal 10 GB/s per core (not measured; kept deterministic so
+    rows and forecasts of one machine carry the same value).
     """
     if cpuinfo_text is None:
         try:
@@ -98,13 +117,13 @@ def cpu_features(cpuinfo_text: str | None = None) -> dict[str, object]:
     logical = int(info["logical_cores"]) or int(usable or 1)
     physical = int(info["physical_cores"]) or logical
     cores = max(1, min(int(usable or logical), physical))
-    mhz = float(info["mhz"])
+    mhz = _max_mhz(str(info["model"]), float(info["mhz"]))
     peak = cores * mhz * 1e6 * _fp32_per_cycle(info["flags"]) / 1e12  # type: ignore[arg-type]
     return {
         "gpu": cpu_slug(str(info["model"]), cores),
         "hw_kind": "cpu",
         "hw_memory_gb": _memory_gb(),
-        "hw_bandwidth_gbs": math.nan,
+        "hw_bandwidth_gbs": NOMINAL_GBS_PER_CORE * cores,
         "hw_clock_mhz": mhz,
         "hw_cores": float(cores),
         "hw_peak_tflops": round(peak, 4) if math.isfinite(peak) else math.nan,

@@ -85,14 +85,14 @@ SPACES: dict[str, FeatureSpace] = {
         log_matsize=True,
         strides=(1, 2),
         pool_kernelsize=(1, 4),
-        channels=(1, 1024),
+        channels=(1, 2048),
         dense_dim=(1, 8192),
         log_dense_dim=True,
         max_flops=4e8,
         max_bytes=2.5e8,
         description=(
             "Scaled down for a few-core CPU: batch 1-64, input side 1-160 (log-uniform), "
-            "kernel 1-7 (pool 1-4), stride 1-2, channels 1-1024 and dense dims 1-8192 "
+            "kernel 1-7 (pool 1-4), stride 1-2, channels 1-2048 and dense dims 1-8192 "
             "(log-uniform); forward FLOPs of a batch <= 0.4 GFLOP, tensors <= 250 MB."
         ),
     ),

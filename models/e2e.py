@@ -72,7 +72,9 @@ def fit_points(points: pd.DataFrame, form: str = "auto") -> list[FittedModel]:
     for (network, deployment, phase, stack), df in points.groupby(keys, sort=True):
         if len(df) < MIN_POINTS:
             continue
-        est = PhaseTimeModel(form=form).fit(df[["iterations", "batch_size"]], df["seconds"], df["run_id"])
+        est = PhaseTimeModel(form=form).fit(
+            df[["iterations", "batch_size"]], df["seconds"], df["run_id"]
+        )
         starts = df["start_time"].dropna()
         fitted.append(
             FittedModel(

@@ -5,8 +5,10 @@
 batch-independent cost of a step (kernel launches, synchronisation, optimizer update),
 ``c`` the cost of one sample. Three forms use subsets of the terms; ``form="auto"`` picks
 the one with the lowest cross-validated error, grouping by run so no run is in both the
-training and the validation fold. Fits minimise relative error (rows weighted by 1/t),
-since a job plan cares about percent, not seconds.
+training and the validation fold. Rows are a run's cumulative progress points; by default
+the fit minimises squared error in seconds (``weighting="absolute"``), which lets the late
+points, the totals a job plan needs, dominate over the noisy first steps; ``"relative"``
+weights rows by 1/t instead (measured worse on the MLPerf logs: see docs/results.md).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ FORMS: dict[str, tuple[str, ...]] = {
     "per_iteration": ("const", "iterations"),
     "iteration_and_sample": ("const", "iterations", "samples"),
 }
+_BOUNDING_FORMS = {"per_sample": "per_iteration", "per_iteration": "per_sample"}
+WEIGHTINGS = {"absolute": 0.0, "relative": 1.0}
 MIN_HALF_WIDTH = 0.01  # intervals are never narrower than +-1 %
 COVERAGE = 0.90
 
@@ -38,8 +42,9 @@ def _design(iterations: np.ndarray, batch: np.ndarray, terms: tuple[str, ...]) -
     return np.column_stack([cols[t] for t in terms])
 
 
-def _nnls_fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    w = 1.0 / np.maximum(y, 1e-9)
+def _nnls_fit(x: np.ndarray, y: np.ndarray, power: float = 1.0) -> np.ndarray:
+    """Non-negative least squares with rows weighted by 1 / y**power."""
+    w = 1.0 / np.maximum(y, 1e-9) ** power
     scale = np.maximum(np.abs(x * w[:, None]).max(axis=0), 1e-12)
     coef, _ = optimize.nnls((x * w[:, None]) / scale, y * w)
     return coef / scale
@@ -61,9 +66,18 @@ class PhaseTimeModel:
     the run's total last). predict(X) returns seconds; predict_interval(X) adds bounds.
     """
 
-    def __init__(self, form: str = "auto", coverage: float = COVERAGE):
+    def __init__(self, form: str = "auto", coverage: float = COVERAGE, weighting: str = "absolute"):
         self.form = form
         self.coverage = coverage
+        self.weighting = weighting
+
+    @property
+    def _power(self) -> float:
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(
+                f"weighting must be one of {sorted(WEIGHTINGS)}, got {self.weighting!r}"
+            )
+        return WEIGHTINGS[self.weighting]
 
     # -- fitting -----------------------------------------------------------------
 
@@ -93,7 +107,7 @@ class PhaseTimeModel:
         self.cv_kind_ = best.kind
         self.form_ = best.form
         self.terms_ = FORMS[best.form]
-        self.coef_ = _nnls_fit(_design(it, bs, self.terms_), y)
+        self.coef_ = _nnls_fit(_design(it, bs, self.terms_), y, self._power)
         fitted = self._raw_predict(it, bs)
         in_sample = (y - fitted) / fitted
         self.cv_mape_ = best.mape
@@ -104,6 +118,14 @@ class PhaseTimeModel:
         self.n_points_ = int(len(y))
         self.batch_range_ = (float(bs.min()), float(bs.max()))
         self.iteration_range_ = (float(it[finals].min()), float(it[finals].max()))
+        # One batch size cannot tell per-step from per-sample cost. At another batch size the
+        # truth lies between the two pure forms (time per step grows with the batch, at most in
+        # proportion), so keep the other form to bound such forecasts.
+        self.alt_terms_: tuple[str, ...] = ()
+        self.alt_coef_ = np.zeros(0)
+        if self.batch_range_[0] == self.batch_range_[1] and self.form_ in _BOUNDING_FORMS:
+            self.alt_terms_ = FORMS[_BOUNDING_FORMS[self.form_]]
+            self.alt_coef_ = _nnls_fit(_design(it, bs, self.alt_terms_), y, self._power)
         return self
 
     def _cross_validate(self, form, it, bs, y, groups) -> CVResult:
@@ -115,7 +137,7 @@ class PhaseTimeModel:
             kind = "leave-one-run-out"
             for run in runs:
                 train = groups != run
-                coef = _nnls_fit(_design(it[train], bs[train], terms), y[train])
+                coef = _nnls_fit(_design(it[train], bs[train], terms), y[train], self._power)
                 i = finals[np.flatnonzero(groups[finals] == run)[0]]
                 pred = float((_design(it[i : i + 1], bs[i : i + 1], terms) @ coef)[0])
                 errors.append((y[i] - pred) / pred if pred > 0 else math.inf)
@@ -125,7 +147,7 @@ class PhaseTimeModel:
             train = it <= 0.5 * it[i]
             if train.sum() < 2:
                 return CVResult(form, None, [], "none")
-            coef = _nnls_fit(_design(it[train], bs[train], terms), y[train])
+            coef = _nnls_fit(_design(it[train], bs[train], terms), y[train], self._power)
             pred = float((_design(it[i : i + 1], bs[i : i + 1], terms) @ coef)[0])
             errors.append((y[i] - pred) / pred if pred > 0 else math.inf)
         mape = float(np.mean(np.abs(errors))) * 100
@@ -162,14 +184,17 @@ class PhaseTimeModel:
         b_stretch = _log_distance(bs, self.batch_range_)
         i_stretch = _log_distance(np.maximum(it, 1.0), self.iteration_range_)
         extrapolated = (b_stretch > 0) | (i_stretch > math.log(1.5))
-        half = self.half_width_ * (1 + b_stretch + 0.5 * np.maximum(i_stretch - math.log(1.5), 0))
+        i_widen = 0.5 * np.maximum(i_stretch - math.log(1.5), 0)
+        half = self.half_width_ * (1 + b_stretch + i_widen)
+        low, high = pred * np.maximum(1 - half, 0.0), pred * (1 + half)
+        if len(self.alt_terms_):
+            alt = _design(it, bs, self.alt_terms_) @ self.alt_coef_
+            edge = self.half_width_ * (1 + i_widen)
+            other = b_stretch > 0
+            low = np.where(other, np.minimum(pred, alt) * np.maximum(1 - edge, 0.0), low)
+            high = np.where(other, np.maximum(pred, alt) * (1 + edge), high)
         return pd.DataFrame(
-            {
-                "seconds": pred,
-                "low": pred * np.maximum(1 - half, 0.0),
-                "high": pred * (1 + half),
-                "extrapolated": extrapolated,
-            },
+            {"seconds": pred, "low": low, "high": high, "extrapolated": extrapolated},
             index=X.index,
         )
 
@@ -182,6 +207,7 @@ class PhaseTimeModel:
             "coef": [float(c) for c in self.coef_],
             "half_width": self.half_width_,
             "coverage": self.coverage,
+            "weighting": self.weighting,
             "cv_mape": self.cv_mape_,
             "cv": self.cv_,
             "cv_kind": self.cv_kind_,
@@ -190,11 +216,13 @@ class PhaseTimeModel:
             "n_points": self.n_points_,
             "batch_range": list(self.batch_range_),
             "iteration_range": list(self.iteration_range_),
+            "alt_terms": list(self.alt_terms_),
+            "alt_coef": [float(c) for c in self.alt_coef_],
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> PhaseTimeModel:
-        m = cls(form=d["form"], coverage=d["coverage"])
+        m = cls(form=d["form"], coverage=d["coverage"], weighting=d.get("weighting", "absolute"))
         m.form_, m.terms_ = d["form"], tuple(d["terms"])
         m.coef_ = np.asarray(d["coef"], dtype=float)
         m.half_width_ = d["half_width"]
@@ -203,6 +231,8 @@ class PhaseTimeModel:
         m.n_runs_, m.n_points_ = d["n_runs"], d["n_points"]
         m.batch_range_ = tuple(d["batch_range"])
         m.iteration_range_ = tuple(d["iteration_range"])
+        m.alt_terms_ = tuple(d.get("alt_terms", ()))
+        m.alt_coef_ = np.asarray(d.get("alt_coef", []), dtype=float)
         return m
 
 

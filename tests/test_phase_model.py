@@ -75,3 +75,13 @@ def test_rejects_non_positive_inputs(iterations, batch, seconds):
     X = pd.DataFrame({"iterations": iterations, "batch_size": batch})
     with pytest.raises(ValueError, match="positive"):
         PhaseTimeModel().fit(X, seconds, [0, 0])
+
+
+def test_single_batch_bounds_other_batches_by_the_two_pure_forms():
+    """Truth with both step and sample cost lies inside the interval at 1/4 and 4x the batch."""
+    model = _fit(_curves([256, 256, 256], a=5.0, b=0.2, c=0.001, noise=0.002))
+    X = pd.DataFrame({"iterations": [1000, 1000], "batch_size": [64, 1024]})
+    out = model.predict_interval(X)
+    truth = 5.0 + 1000 * (0.2 + 0.001 * X["batch_size"])
+    assert out["extrapolated"].all()
+    assert (out["low"] <= truth).all() and (truth <= out["high"]).all()

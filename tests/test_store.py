@@ -11,8 +11,15 @@ from ingest.store import Store, store_url
 
 def _run(n_epochs: int = 3, seconds: float = 100.0) -> ParsedRun:
     segs = [
-        Segment("train", iterations=50, seconds=seconds + e, batch_size=256, epoch_start=e,
-                epoch_end=e, points=((25, seconds / 2), (50, seconds + e)))
+        Segment(
+            "train",
+            iterations=50,
+            seconds=seconds + e,
+            batch_size=256,
+            epoch_start=e,
+            epoch_end=e,
+            points=((25, seconds / 2), (50, seconds + e)),
+        )
         for e in range(n_epochs)
     ]
     segs.append(Segment("test", iterations=10, seconds=5.0, batch_size=256))
@@ -34,8 +41,9 @@ def store(tmp_path) -> Store:
 
 
 def test_round_trip(store):
-    file_id = store.add_file(content_hash="a" * 64, source="a.log", fmt="jsonl", size=10,
-                             parsed=[_run()])
+    file_id = store.add_file(
+        content_hash="a" * 64, source="a.log", fmt="jsonl", size=10, parsed=[_run()]
+    )
     assert file_id is not None
     [run] = store.runs()
     assert run.network == "resnet50"
@@ -48,10 +56,18 @@ def test_round_trip(store):
 
 
 def test_same_content_is_stored_once(store):
-    assert store.add_file(content_hash="b" * 64, source="one.log", fmt="jsonl", size=1,
-                          parsed=[_run()]) is not None
-    assert store.add_file(content_hash="b" * 64, source="copy.log", fmt="jsonl", size=1,
-                          parsed=[_run()]) is None
+    assert (
+        store.add_file(
+            content_hash="b" * 64, source="one.log", fmt="jsonl", size=1, parsed=[_run()]
+        )
+        is not None
+    )
+    assert (
+        store.add_file(
+            content_hash="b" * 64, source="copy.log", fmt="jsonl", size=1, parsed=[_run()]
+        )
+        is None
+    )
     assert store.has_content("b" * 64) == "one.log"
     assert store.counts()["runs"] == 1
 
@@ -60,8 +76,9 @@ def test_failed_write_leaves_nothing(store):
     bad = _run()
     bad.network = None  # violates NOT NULL on the second run's insert
     with pytest.raises(sa.exc.IntegrityError):
-        store.add_file(content_hash="c" * 64, source="bad.log", fmt="jsonl", size=1,
-                       parsed=[_run(), bad])
+        store.add_file(
+            content_hash="c" * 64, source="bad.log", fmt="jsonl", size=1, parsed=[_run(), bad]
+        )
     assert store.counts() == {"files": 0, "runs": 0, "segments": 0}
 
 

@@ -525,6 +525,15 @@ class _Builder:
         self.run = None
 
 
+def _number(text: str) -> object:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def _to_parsed(run: _Run, ctx: ParseContext, year_source: str) -> ParsedRun:
     h = run.header
     train_net = h.net("TRAIN")
@@ -559,7 +568,7 @@ def _to_parsed(run: _Run, ctx: ParseContext, year_source: str) -> ParsedRun:
     for key in ("test_iter", "test_interval", "display", "max_iter", "type", "lr_policy",
                 "base_lr", "snapshot"):
         if key in h.solver:
-            values = h.solver[key]
+            values = [_number(v) for v in h.solver[key]]
             meta[f"solver_{key}"] = values if key == "test_iter" else values[0]
     if train_net and train_net.get("source"):
         meta["train_source"] = train_net["source"]

@@ -35,9 +35,10 @@ Rules
   ``input_size`` (v0.5), else ImageNet's 1,281,167 for ResNet (``train_samples_assumed``).
 * Test segments: one per ``eval_start``..``eval_stop``. In a log with no ``eval_stop``
   at all, an eval ends at the next record that is not an ``eval_*`` record (training
-  resuming or ``run_stop``); evals without ``eval_start`` (Google) give no test segment. ``iterations`` = ceil(eval_samples / eval batch), the eval
-  batch being ``eval_batch_size`` where logged (no real log here does), else the global
-  batch (``eval_batch_size_assumed``); eval_samples: ``eval_samples`` /
+  resuming or ``run_stop``); evals without ``eval_start`` (Google) give no test segment.
+  ``iterations`` = ceil(eval_samples / eval batch), the eval batch being
+  ``eval_batch_size`` where logged (no real log here does), else the global batch
+  (``eval_batch_size_assumed``); eval_samples: ``eval_samples`` /
   ``preproc_num_eval_examples`` / ``eval_size``, else ImageNet's 50,000.
 * Global batch: ``global_batch_size``; v0.5 logs the per-GPU ``input_batch_size``, so
   global = per-GPU x accelerators per node x nodes from the system description; else
@@ -47,8 +48,9 @@ Rules
   zone: the offset to unix time is the one multiple of 15 min consistent with the
   neighbouring MLPerf records of every display line; no unique fit -> no such points.
   Every segment's points end with ``(iterations, seconds)``.
-* Several runs in one file: a ``run_stop`` ends a run; records after it start the next
-  (stretches without any training are dropped). Parameters are the latest value
+* Several runs in one file (in time order): a ``run_stop`` ends a run, and so does a
+  header record (``submission_*``, ``cache_clear``, ``init_*``, ``run_start``) that
+  follows training; stretches without any training are dropped. Parameters are the latest value
   logged before the run's training, else the first logged within it.
 * Errors (``ParseError`` with the 1-based line): a ``:::MLLOG``/``:::MLL`` record whose
   JSON does not parse or lacks ``key``/``time_ms`` (a last line cut mid-record is one);
@@ -110,6 +112,9 @@ _SNIFF = re.compile(_PREFIX + r":::(MLLOG \{|MLL \d|MLPv0\.\d)")
 _V05_CLOSERS = {"train_epoch", "eval_start", "eval_accuracy", "eval_stop", "run_stop",
                 "run_final", "block_start", "block_stop"}
 _SEGMENT_KEYS = {"epoch_start", "epoch_stop", "block_start", "block_stop", "train_epoch"}
+_HEADER_KEYS = {"submission_benchmark", "submission_org", "submission_division",
+                "submission_status", "submission_platform", "cache_clear", "init_start",
+                "init_stop", "run_start", "run_clear_caches"}
 
 
 def sniff(head: list[str]) -> bool:
@@ -145,13 +150,6 @@ class _Scan:
     benchmark_token: str | None = None
     evidence: set[str] = field(default_factory=set)  # framework names seen in the text
     duplicates: int = 0
-    n_lines: int = 0
-
-
-def _fail(reason: str, line: int, n_lines: int | None = None) -> ParseError:
-    if n_lines is not None and line == n_lines:
-        reason += " (last line of the file: it looks cut off)"
-    return ParseError(reason, line=line)
 
 
 def _json(text: str, what: str, line: int) -> object:
@@ -221,8 +219,11 @@ def _dedup_key(ev: _Event) -> str:
     return json.dumps([ev.key, ev.value, meta], sort_keys=True, default=str)
 
 
-def _display_time(date: str, millis: str) -> float:
-    dt = datetime.strptime(date, "%Y-%m-%d %H:%M:%S")
+def _display_time(date: str, millis: str) -> float | None:
+    try:
+        dt = datetime.strptime(date, "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return None
     return calendar.timegm(dt.timetuple()) + int(millis) / 1000.0
 
 
@@ -232,7 +233,6 @@ def _scan(lines: Iterable[str]) -> _Scan:
     latest = -math.inf
     latest_line = 0
     for lineno, raw in enumerate(lines, start=1):
-        scan.n_lines = lineno
         text = raw.rstrip("\r\n")
         low = text.lower()
         for token in ("mxnet", "pytorch", "tensorflow"):
@@ -240,9 +240,10 @@ def _scan(lines: Iterable[str]) -> _Scan:
                 scan.evidence.add(token)
         if not text.startswith(":::"):
             dm = _DISPLAY.match(text)
-            if dm:
-                scan.displays.append(_Display(lineno, _display_time(dm.group(1), dm.group(2)),
-                                              int(dm.group(3)), int(dm.group(6))))
+            naive = _display_time(dm.group(1), dm.group(2)) if dm else None
+            if dm and naive is not None:
+                scan.displays.append(_Display(lineno, naive, int(dm.group(3)),
+                                              int(dm.group(6))))
             if not _ANY_RECORD.match(text):
                 continue
         parsed = _parse_record(text, lineno)
@@ -280,7 +281,8 @@ def _scan_checked(lines: Iterable[str]) -> _Scan:
         return _scan(buffered)
     except ParseError as exc:
         if exc.line is not None and exc.line == len(buffered):
-            raise _fail(exc.reason, exc.line, len(buffered)) from None
+            raise ParseError(exc.reason + " (last line of the file: it looks cut off)",
+                             line=exc.line) from None
         raise
 
 
@@ -309,11 +311,14 @@ def _positive_int(value: object, what: str, line: int) -> int:
 
 
 def _epoch_of(ev: _Event, required: bool = True) -> float | None:
-    """Epoch number of an epoch/eval record: metadata ``epoch_num``, else the value."""
+    """Epoch number of an epoch/eval record: metadata ``epoch_num``, else v0.5's
+    ``{"epoch": N, ...}`` value, else the value itself (tinycorp) unless it is the
+    accuracy of an ``eval_accuracy`` record."""
     raw = ev.meta.get("epoch_num")
     if raw is None and isinstance(ev.value, dict):
         raw = ev.value.get("epoch")
-    if raw is None and not isinstance(ev.value, dict) and ev.value is not None:
+    if (raw is None and ev.key != "eval_accuracy" and ev.value is not None
+            and not isinstance(ev.value, dict)):
         raw = ev.value
     if raw is None:
         if required:
@@ -379,7 +384,8 @@ def system_deployment(system: dict | None) -> Deployment | None:
     return Deployment(_clean_accelerator(name), per_node, sum(node_counts))  # type: ignore[arg-type]
 
 
-def system_framework(system: dict | None, evidence: set[str] | frozenset = frozenset()) -> str | None:
+def system_framework(system: dict | None, evidence: set[str] | frozenset = frozenset()
+                     ) -> str | None:
     """``framework`` of the system description. Some list several stacks
     (``"NGC MXNet 20.06 , NGC PyTorch 20.06"``): the one the log's text names is kept,
     the whole string when that is not exactly one."""
@@ -432,12 +438,18 @@ class _Span:
 
 
 def _split_runs(events: list[_Event]) -> list[list[_Event]]:
-    """A ``run_stop`` ends a run; what follows belongs to the next one."""
+    """A ``run_stop`` ends a run; a header record after training starts a new one."""
     runs: list[list[_Event]] = [[]]
+    trained = False
     for ev in events:
+        if trained and ev.key in _HEADER_KEYS:
+            runs.append([])
+            trained = False
         runs[-1].append(ev)
+        trained = trained or ev.key in _SEGMENT_KEYS
         if ev.key == "run_stop":
             runs.append([])
+            trained = False
     return [r for r in runs if any(e.key in _SEGMENT_KEYS for e in r)]
 
 
@@ -455,9 +467,11 @@ def _param(key_order: tuple[str, ...], events: list[_Event], run: list[_Event],
     return None
 
 
+@dataclass
 class _Truncation:
-    def __init__(self) -> None:
-        self.truncated = False
+    """Set when a segment was left open (killed run) or the run has no ``run_stop``."""
+
+    truncated: bool = False
 
 
 def _epoch_spans(run: list[_Event], cut: _Truncation) -> list[_Span]:

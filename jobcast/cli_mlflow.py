@@ -1,0 +1,141 @@
+"""``jobcast register`` and ``jobcast serve``: the MLflow Model Registry side of jobcast.
+
+MLflow is imported inside the commands only, so ``jobcast --help`` stays light.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+
+STORE_HELP = "Store URL (any SQLAlchemy URL); default $JOBCAST_STORE or sqlite:///jobcast.db."
+TRACKING_HELP = (
+    "MLflow tracking/registry URI; default $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db "
+    "beside the store."
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``register`` and ``serve`` commands to ``app``."""
+    app.command("register")(register_command)
+    app.command("serve")(serve_command)
+
+
+def register_command(
+    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    name: str = typer.Option("jobcast-forecaster", "--name", help="Registered model name."),
+    alias: str = typer.Option(
+        "champion", "--alias", help="Alias moved to the new version when it is not worse."
+    ),
+    tracking_uri: str | None = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
+    predictor: Path | None = typer.Option(
+        None, "--predictor", help="Layer predictor folder (default: the shipped one)."
+    ),
+    calibrate: bool = typer.Option(
+        True, "--calibrate/--no-calibrate",
+        help="Fit layerwise scale factors on the store's runs (imports TensorFlow).",
+    ),
+    shrinkage: float = typer.Option(
+        0.0, "--shrinkage", min=0.0,
+        help="Calibration: pull a network's factor towards its hardware's (pseudo-runs).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
+) -> None:
+    """Log the forecaster (end-to-end models + layerwise predictor + calibration), register it."""
+    from jobcast.output import console, emit_json, fail
+    from jobcast.registry import RegistryError, register_forecaster
+
+    try:
+        from ingest.store import Store
+
+        st = Store(store)
+    except Exception as exc:  # bad URL, unreachable server, unreadable file
+        fail(f"cannot open store {store or '(default)'}: {exc}")
+    try:
+        result = register_forecaster(
+            st, name=name, alias=alias, tracking_uri=tracking_uri, predictor_dir=predictor,
+            calibrate=calibrate, shrinkage=shrinkage,
+        )
+    except (RegistryError, ValueError, OSError) as exc:
+        fail(str(exc))
+    if as_json:
+        emit_json(result.as_dict())
+        return
+    score = "n/a" if result.validation_mape is None else f"{result.validation_mape:.3g} %"
+    moved = "moved to" if result.promoted else "kept on"
+    holder = result.version if result.promoted else result.previous_version
+    console.print(
+        f"registered {result.name} version {result.version} (validation MAPE {score}); "
+        f"alias {result.alias!r} {moved} version {holder}: {result.reason}",
+        highlight=False,
+    )
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def serve_argv(model_uri: str, port: int, host: str = "127.0.0.1", workers: int = 1,
+               timeout: int = 60) -> list[str]:
+    """The ``mlflow models serve`` command line jobcast runs (local environment)."""
+    return [
+        sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri,
+        "--env-manager", "local", "-p", str(port), "--host", host,
+        "-w", str(workers), "-t", str(timeout),
+    ]
+
+
+def serve_env(tracking_uri: str) -> dict[str, str]:
+    """The server's environment: the caller's, pointed at the tracking/registry URI."""
+    env = dict(os.environ)
+    env["MLFLOW_TRACKING_URI"] = tracking_uri
+    env["MLFLOW_REGISTRY_URI"] = tracking_uri
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def serve_command(
+    port: int = typer.Option(5001, "--port", "-p", min=1, max=65535, help="Port to listen on."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Interface to bind (loopback by default; 0.0.0.0 exposes it)."
+    ),
+    name: str = typer.Option("jobcast-forecaster", "--name", help="Registered model name."),
+    alias: str = typer.Option("champion", "--alias", help="Serve the version with this alias."),
+    version: str | None = typer.Option(None, "--version", help="Serve this version instead."),
+    tracking_uri: str | None = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
+    store: str | None = typer.Option(
+        None, "--store", help="Store whose folder holds the default mlflow.db."
+    ),
+    workers: int = typer.Option(1, "--workers", min=1, help="Server worker processes."),
+    timeout: int = typer.Option(60, "--timeout", min=1, help="Seconds allowed per request."),
+) -> None:
+    """Serve the registered forecaster over REST (POST /invocations; GET /ping, /version)."""
+    from jobcast.output import fail
+    from jobcast.registry import RegistryError, resolve_model_uri
+    from jobcast.tracking import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri, store)
+    try:
+        model_uri = resolve_model_uri(name, alias, version, uri)
+    except RegistryError as exc:
+        fail(str(exc))
+    if not port_is_free(host, port):
+        fail(f"cannot serve on {host}:{port}: the port is in use or the address is not local")
+    proc = subprocess.Popen(serve_argv(model_uri, port, host, workers, timeout),
+                            env=serve_env(uri))
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        code = proc.wait()
+    raise typer.Exit(code)

@@ -1,0 +1,352 @@
+"""The registered forecaster: one ``mlflow.pyfunc`` model that serves jobcast forecasts.
+
+Input: a table of jobs, the columns of ``jobcast predict --jobs``. ``network``, ``deployment``,
+``batch_size``, ``iterations`` and ``phase`` must be present as columns (``deployment`` may be
+null in a row that names a ``device``, ``iterations`` in a row that gives ``epochs`` and
+``dataset_size``, ``phase`` defaults to ``train``); ``device``, ``optimizer``, ``epochs``,
+``dataset_size``, ``image_size``, ``eval_every``, ``eval_size`` and ``stack`` are optional.
+Numbers other than ``batch_size`` are doubles in the signature so that they may be null
+(whole-number columns are checked per row). :func:`jobs_frame` builds such a table.
+
+Output: one row per job with ``seconds, low, high, unit, route, model, extrapolated, error``.
+``route`` is ``end-to-end`` (the network x deployment has history), ``layerwise-calibrated``
+(no history, but observed runs give a scale factor: see ``jobcast.calibration``) or
+``layerwise``; ``model`` is the id of the model that answered.
+
+Errors: a table that does not match the signature (a required column missing, a wrong type) is
+refused by MLflow with HTTP 400. A row that cannot be forecast (negative batch, unknown device
+or network, no iterations, ...) makes the whole request fail with HTTP 400 and a message listing
+every bad row, unless the request sends ``params: {"errors": "row"}``: then the answer is 200
+with the reason in that row's ``error`` column.
+
+Artifacts of the logged model: ``e2e_models`` (JSON snapshot of the fitted end-to-end models),
+``calibration`` (JSON scale factors), ``layer_predictor`` (the predictor's folder, when one is
+packaged). The packages ``jobcast``, ``ingest``, ``models`` and ``layerwise`` travel as
+``code_paths``, so serving with ``--env-manager local`` needs only their dependencies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import shutil
+import tempfile
+from collections import OrderedDict
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from mlflow.models import ModelSignature
+from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
+
+import mlflow
+from jobcast.calibration import ScaleCalibrator, calibrate_result
+from jobcast.forecaster import Forecaster, JobRequest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CODE_PACKAGES = ("jobcast", "ingest", "models", "layerwise")
+# The shipped predictor travels as an artifact, not twice.
+_CODE_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "default_predictor", ".*")
+
+REQUIRED_COLUMNS: dict[str, str] = {
+    "network": "string",
+    "deployment": "string",
+    "batch_size": "long",
+    "iterations": "double",
+    "phase": "string",
+}
+OPTIONAL_COLUMNS: dict[str, str] = {
+    "device": "string",
+    "optimizer": "string",
+    "epochs": "double",
+    "dataset_size": "double",
+    "image_size": "double",
+    "eval_every": "double",
+    "eval_size": "double",
+    "stack": "string",
+}
+WHOLE_NUMBERS = ("iterations", "dataset_size", "image_size", "eval_size")
+OUTPUT_COLUMNS: dict[str, str] = {
+    "seconds": "double",
+    "low": "double",
+    "high": "double",
+    "unit": "string",
+    "route": "string",
+    "model": "string",
+    "extrapolated": "boolean",
+    "error": "string",
+}
+ERROR_MODES = ("raise", "row")
+
+ARTIFACT_MODELS = "e2e_models"
+ARTIFACT_CALIBRATION = "calibration"
+ARTIFACT_PREDICTOR = "layer_predictor"
+
+
+def forecaster_signature() -> ModelSignature:
+    """Input columns (required and optional), output columns and the ``errors`` parameter."""
+    inputs = [ColSpec(t, n) for n, t in REQUIRED_COLUMNS.items()]
+    inputs += [ColSpec(t, n, required=False) for n, t in OPTIONAL_COLUMNS.items()]
+    outputs = [ColSpec(t, n, required=n not in ("error",)) for n, t in OUTPUT_COLUMNS.items()]
+    params = ParamSchema([ParamSpec("errors", "string", "raise")])
+    return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs), params=params)
+
+
+def jobs_frame(jobs: list[JobRequest] | list[dict]) -> pd.DataFrame:
+    """A table of jobs typed as the signature wants (doubles for the nullable numbers)."""
+    records = [j.describe() if isinstance(j, JobRequest) else dict(j) for j in jobs]
+    frame = pd.DataFrame(records)
+    for name, kind in {**REQUIRED_COLUMNS, **OPTIONAL_COLUMNS}.items():
+        if name not in frame.columns:
+            if name not in REQUIRED_COLUMNS:
+                continue
+            frame[name] = None
+        if kind == "double":
+            frame[name] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
+        elif kind == "long":
+            frame[name] = frame[name].astype("int64")
+        else:
+            frame[name] = frame[name].astype(object).where(frame[name].notna(), None)
+    known = [c for c in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if c in frame.columns]
+    return frame[known]
+
+
+# -- rows in, rows out --------------------------------------------------------------------
+
+
+def _value(row: dict, name: str) -> Any:
+    value = row.get(name)
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, str):
+        return value.strip() or None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value
+
+
+def _number(row: dict, name: str) -> float | int | None:
+    value = _value(row, name)
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if name in WHOLE_NUMBERS or name == "batch_size":
+        if number != int(number):
+            raise ValueError(f"{name} must be a whole number, got {value!r}")
+        return int(number)
+    return number
+
+
+def request_from_row(row: dict) -> JobRequest:
+    """One input row as a ``JobRequest``; ``ValueError`` names the bad field."""
+    network = _value(row, "network")
+    if network is None:
+        raise ValueError("network is missing")
+    return JobRequest(
+        network=str(network),
+        deployment=_value(row, "deployment"),
+        batch_size=_number(row, "batch_size"),
+        iterations=_number(row, "iterations"),
+        phase=str(_value(row, "phase") or "train").lower(),
+        epochs=_number(row, "epochs"),
+        dataset_size=_number(row, "dataset_size"),
+        eval_every=_number(row, "eval_every"),
+        eval_size=_number(row, "eval_size"),
+        stack=_value(row, "stack"),
+        device=_value(row, "device"),
+        optimizer=str(_value(row, "optimizer") or "sgd"),
+        image_size=_number(row, "image_size") or 224,
+    )
+
+
+def output_row(result: dict) -> dict:
+    if "error" in result:
+        return {"seconds": None, "low": None, "high": None, "unit": None, "route": None,
+                "model": None, "extrapolated": None, "error": str(result["error"])}
+    return {
+        "seconds": float(result["seconds"]),
+        "low": float(result["low"]),
+        "high": float(result["high"]),
+        "unit": str(result.get("unit", "s")),
+        "route": str(result["route"]),
+        "model": str(result.get("model", "")),
+        "extrapolated": bool(result.get("extrapolated", False)),
+        "error": None,
+    }
+
+
+class _NoPredictor:
+    """Stands in when no layer predictor was packaged: layerwise rows get a clear error."""
+
+    @property
+    def known_layers(self):
+        raise LookupError("this forecaster was registered without a layerwise predictor, so "
+                          "jobs without end-to-end history cannot be forecast")
+
+
+def directory_fingerprint(path: str | Path) -> str:
+    """SHA-256 over the relative names and contents of all files under ``path``."""
+    digest = hashlib.sha256()
+    root = Path(path)
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+class JobcastForecaster(mlflow.pyfunc.PythonModel):
+    """The pyfunc model (see the module doc). Results are cached per distinct job."""
+
+    predictor_id: str | None = None  # content hash of the packaged predictor folder
+
+    def __init__(self, cache_size: int = 4096):
+        self.cache_size = cache_size
+
+    def load_context(self, context) -> None:
+        from models.e2e import FittedModel
+
+        artifacts = context.artifacts
+        with open(artifacts[ARTIFACT_MODELS], encoding="utf-8") as handle:
+            models = [FittedModel.from_record(r) for r in json.load(handle)["models"]]
+        calibration = ScaleCalibrator.empty()
+        if ARTIFACT_CALIBRATION in artifacts:
+            with open(artifacts[ARTIFACT_CALIBRATION], encoding="utf-8") as handle:
+                calibration = ScaleCalibrator.from_dict(json.load(handle))
+        predictor: Any = _NoPredictor()
+        self.predictor_id = None
+        if ARTIFACT_PREDICTOR in artifacts:
+            from layerwise.predictor import LayerPredictor
+
+            predictor = LayerPredictor.load(artifacts[ARTIFACT_PREDICTOR])
+            self.predictor_id = directory_fingerprint(artifacts[ARTIFACT_PREDICTOR])[:12]
+        self.setup(models, calibration, predictor)
+
+    def setup(self, models: list, calibration: ScaleCalibrator, predictor: Any) -> None:
+        """Wire the parts (``load_context`` does it from the artifacts)."""
+        self.calibration = calibration
+        self.forecaster = Forecaster(models=models, layer_predictor=predictor)
+        self._cache: OrderedDict[JobRequest, dict] = OrderedDict()
+
+    def forecast(self, req: JobRequest) -> dict:
+        """One job's forecast (cached), calibrated when the layerwise route has a factor."""
+        if req in self._cache:
+            self._cache.move_to_end(req)
+            return self._cache[req]
+        try:
+            result = self.forecaster.forecast(req)
+        except Exception as exc:  # noqa: BLE001 - one job's failure must not end the request
+            result = {"error": f"cannot forecast this job: {type(exc).__name__}: {exc}"}
+        if result.get("route") == "layerwise" and self.predictor_id and \
+                result.get("model", "layerwise/default") == "layerwise/default":
+            result = {**result, "model": f"layerwise/{self.predictor_id}"}
+        result = calibrate_result(result, req.network, self.calibration)
+        self._cache[req] = result
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return result
+
+    def predict(self, context, model_input, params=None):
+        mode = str((params or {}).get("errors") or "raise")
+        if mode not in ERROR_MODES:
+            raise mlflow.exceptions.MlflowException.invalid_parameter_value(
+                f"params.errors must be one of {', '.join(ERROR_MODES)}, got {mode!r}"
+            )
+        frame = model_input if isinstance(model_input, pd.DataFrame) else \
+            pd.DataFrame(model_input)
+        rows = []
+        for record in frame.to_dict(orient="records"):
+            try:
+                req = request_from_row(record)
+            except ValueError as exc:
+                rows.append(output_row({"error": str(exc)}))
+                continue
+            rows.append(output_row(self.forecast(req)))
+        bad = [(i, r["error"]) for i, r in enumerate(rows) if r["error"] is not None]
+        if bad and mode == "raise":
+            listed = "; ".join(f"row {i}: {msg}" for i, msg in bad[:20])
+            more = f"; and {len(bad) - 20} more" if len(bad) > 20 else ""
+            raise mlflow.exceptions.MlflowException.invalid_parameter_value(
+                f"{len(bad)} of {len(rows)} job(s) cannot be forecast (rows count from 0): "
+                f"{listed}{more}. Send params {{\"errors\": \"row\"}} to get a per-row "
+                "'error' column instead."
+            )
+        return pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
+
+
+# -- logging ------------------------------------------------------------------------------
+
+
+def stage_code(dest: Path) -> list[str]:
+    """Copies of the four packages (no caches, no shipped predictor) for ``code_paths``."""
+    paths = []
+    for package in CODE_PACKAGES:
+        target = Path(dest) / package
+        shutil.copytree(REPO_ROOT / package, target, ignore=_CODE_IGNORE)
+        paths.append(str(target))
+    return paths
+
+
+def pip_requirements(with_tensorflow: bool) -> list[str]:
+    """The installed versions of what the served model imports (pinned)."""
+    names = ["mlflow", "pandas", "numpy", "scipy", "scikit-learn", "sqlalchemy"]
+    if with_tensorflow:
+        names.append("tensorflow-cpu")
+    pins = []
+    for name in names:
+        try:
+            pins.append(f"{name}=={importlib_metadata.version(name)}")
+        except importlib_metadata.PackageNotFoundError:
+            if name == "tensorflow-cpu":
+                with contextlib.suppress(importlib_metadata.PackageNotFoundError):
+                    pins.append(f"tensorflow=={importlib_metadata.version('tensorflow')}")
+    return pins
+
+
+def example_jobs(models: list) -> pd.DataFrame | None:
+    """One end-to-end job the snapshot can answer (an input example for the model page)."""
+    for m in sorted(models, key=lambda m: m.model_id):
+        if m.phase == "train":
+            return jobs_frame([JobRequest(network=m.network, deployment=m.deployment,
+                                          batch_size=int(m.estimator.batch_range_[1]),
+                                          iterations=int(m.estimator.iteration_range_[1]))])
+    return None
+
+
+def log_forecaster(models: list, *, calibration: ScaleCalibrator | None = None,
+                   predictor_dir: str | Path | None = None,
+                   registered_model_name: str | None = None, name: str = "forecaster",
+                   metadata: dict | None = None):
+    """Log the forecaster in the active MLflow run (and register it); returns ``ModelInfo``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        models_json = tmp_path / "e2e_models.json"
+        models_json.write_text(json.dumps({"models": [m.to_record() for m in models]}))
+        calibration_json = tmp_path / "calibration.json"
+        calibration_json.write_text(json.dumps((calibration or ScaleCalibrator.empty()).to_dict()))
+        artifacts = {ARTIFACT_MODELS: str(models_json), ARTIFACT_CALIBRATION: str(calibration_json)}
+        if predictor_dir is not None:
+            artifacts[ARTIFACT_PREDICTOR] = str(predictor_dir)
+        return mlflow.pyfunc.log_model(
+            name=name,
+            python_model=JobcastForecaster(),
+            artifacts=artifacts,
+            code_paths=stage_code(tmp_path / "code"),
+            signature=forecaster_signature(),
+            input_example=example_jobs(models),
+            pip_requirements=pip_requirements(with_tensorflow=predictor_dir is not None),
+            registered_model_name=registered_model_name,
+            metadata=metadata,
+        )

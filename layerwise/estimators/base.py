@@ -1,0 +1,56 @@
+"""Common interface of the layer-time estimators."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+OFFSET = "log_roofline_ms"
+
+
+@dataclass
+class Estimator:
+    """Base class: hyper-parameters are dataclass fields; fitted state lives in ``_state``.
+
+    ``fit(X, y_log, gpu)`` learns log time (ms) from a feature frame; ``predict(X, gpu)``
+    returns log time. ``state()`` / ``from_state()`` move the fitted model to and from
+    ``(json-able dict, dict of numpy arrays)``.
+    """
+
+    name: ClassVar[str] = "base"
+    needs_tensorflow: ClassVar[bool] = False
+
+    def params(self) -> dict[str, Any]:
+        """Hyper-parameters as a plain dict."""
+        return asdict(self)
+
+    def fit(self, X: pd.DataFrame, y_log: np.ndarray, gpu: np.ndarray) -> Estimator:
+        raise NotImplementedError
+
+    def predict(self, X: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        raise NotImplementedError
+
+    def _load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def from_state(
+        cls, params: dict[str, Any], meta: dict[str, Any], arrays: dict[str, np.ndarray]
+    ) -> Estimator:
+        """Rebuild a fitted estimator from ``params()`` and ``state()``."""
+        known = {f.name for f in fields(cls)}
+        est = cls(**{k: (tuple(v) if isinstance(v, list) else v)
+                     for k, v in params.items() if k in known})
+        est._load_state(meta, arrays)
+        return est
+
+
+def check_fitted(est: Estimator, attr: str) -> None:
+    if getattr(est, attr, None) is None:
+        raise RuntimeError(f"{type(est).__name__} is not fitted; call fit() first")

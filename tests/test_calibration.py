@@ -1,0 +1,82 @@
+"""Layerwise calibration: scale factors from observed runs, fallbacks, shrinkage, round trip."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jobcast.calibration import ROUTE, ScaleCalibrator, calibrate_result, hardware_key
+
+
+def _obs(rows):
+    frame = pd.DataFrame(rows, columns=["network", "hardware", "predicted", "actual"])
+    return frame, frame["actual"]
+
+
+def test_pair_factor_is_the_geometric_mean_of_the_runs_ratios():
+    X, y = _obs([("ResNet-50", "hw-x8", 10.0, 20.0), ("resnet50", "hw-x8", 10.0, 80.0)])
+    cal = ScaleCalibrator().fit(X, y)
+    scale = cal.scale_for("RESNET50", "hw-x8")
+    assert scale.level == "network-hardware" and scale.runs == 2
+    assert scale.factor == pytest.approx(math.sqrt(2.0 * 8.0))
+    assert cal.predict(pd.DataFrame({"network": ["resnet50"], "hardware": ["hw-x8"],
+                                     "predicted": [3.0]}))[0] == pytest.approx(3.0 * 4.0)
+
+
+def test_hardware_fallback_counts_each_network_once_and_unknown_hardware_is_left_alone():
+    X, y = _obs([("a", "hw", 1.0, 2.0)] * 3 + [("b", "hw", 1.0, 8.0)])
+    cal = ScaleCalibrator().fit(X, y)
+    scale = cal.scale_for("vgg16", "hw")
+    assert scale.level == "hardware" and scale.runs == 4
+    assert scale.factor == pytest.approx(4.0)  # sqrt(2 * 8), not weighted 3:1 towards a
+    assert cal.scale_for("vgg16", "other-hw") is None
+    assert ScaleCalibrator(fallback=False).fit(X, y).scale_for("vgg16", "hw") is None
+    unchanged = pd.DataFrame({"network": ["vgg16"], "hardware": ["other-hw"], "predicted": [5.0]})
+    assert cal.predict(unchanged)[0] == 5.0
+
+
+def test_shrinkage_pulls_a_network_towards_its_hardware_factor():
+    X, y = _obs([("a", "hw", 1.0, 2.0), ("b", "hw", 1.0, 16.0)])
+    factors = [ScaleCalibrator(shrinkage=k).fit(X, y).scale_for("a", "hw").factor
+               for k in (0.0, 1.0, 5.0, 1000.0)]
+    assert factors[0] == pytest.approx(2.0)
+    assert all(x < y for x, y in zip(factors, factors[1:], strict=False))
+    assert factors[-1] < 16.0 and factors[-1] == pytest.approx(16.0, rel=0.01)
+
+
+def test_bad_rows_are_ignored_and_missing_columns_rejected():
+    X, y = _obs([("a", "hw", 1.0, 3.0), ("a", "hw", 0.0, 5.0), ("a", "hw", 2.0, np.nan)])
+    assert ScaleCalibrator().fit(X, y).scale_for("a", "hw").runs == 1
+    with pytest.raises(ValueError, match="hardware"):
+        ScaleCalibrator().fit(X.drop(columns="hardware"), y)
+    with pytest.raises(ValueError, match="shrinkage"):
+        ScaleCalibrator(shrinkage=-1).fit(X, y)
+
+
+def test_json_round_trip_gives_the_same_factors():
+    X, y = _obs([("a", "h1", 1.0, 2.0), ("b", "h1", 2.0, 3.0), ("a", "h2", 4.0, 1.0)])
+    cal = ScaleCalibrator(shrinkage=0.5).fit(X, y)
+    back = ScaleCalibrator.from_dict(json.loads(json.dumps(cal.to_dict())))
+    for network in ("a", "b", "c"):
+        for hardware in ("h1", "h2", "h3"):
+            assert back.scale_for(network, hardware) == cal.scale_for(network, hardware)
+
+
+def test_calibrate_result_scales_layerwise_forecasts_only():
+    X, y = _obs([("vgg16", hardware_key("Tesla V100 SXM2 16GB", 8), 1.0, 3.0)])
+    cal = ScaleCalibrator().fit(X, y)
+    layerwise = {"seconds": 10.0, "low": 8.0, "high": 13.0, "route": "layerwise",
+                 "model": "layerwise/abc", "device": "Tesla V100 SXM2 16GB", "devices": 8}
+    out = calibrate_result(layerwise, "VGG16", cal)
+    assert out["route"] == ROUTE and out["calibration"]["runs"] == 1
+    assert [out[k] / layerwise[k] for k in ("seconds", "low", "high")] == pytest.approx([3.0] * 3)
+    assert out["model"].startswith("layerwise/abc+calibration/network-hardware/")
+    single = {**layerwise, "devices": 1}
+    assert calibrate_result(single, "vgg16", cal) is single  # other hardware: no factor
+    e2e = {"seconds": 1.0, "low": 1.0, "high": 1.0, "route": "end-to-end"}
+    assert calibrate_result(e2e, "vgg16", cal) is e2e
+    assert calibrate_result({"error": "x"}, "vgg16", cal) == {"error": "x"}

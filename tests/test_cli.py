@@ -1,0 +1,149 @@
+"""The CLI contract scripts depend on: JSON shapes, exit codes, clear errors, light start-up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from jobcast.cli import app
+
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def fitted_store(tmp_path_factory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('cli') / 'jobcast.db'}"
+    result = invoke("ingest", str(DATA / "mlperf"), "--store", url, "--json")
+    assert result.exit_code == 0, result.output
+    result = invoke("fit", "--store", url)
+    assert result.exit_code == 0, result.output
+    return url
+
+
+def _runs(url: str) -> list[dict]:
+    result = invoke("runs", "--store", url, "--json")
+    assert result.exit_code == 0
+    return json.loads(result.stdout)
+
+
+def test_help_does_not_import_heavy_packages():
+    code = (
+        "import sys; from jobcast.cli import app; "
+        "heavy = [m for m in ('tensorflow', 'keras', 'pandas', 'sqlalchemy', 'mlflow', 'sklearn') "
+        "if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    help_out = subprocess.run(
+        [sys.executable, "-m", "jobcast", "--help"], capture_output=True, text=True, check=True
+    )
+    for command in ("ingest", "runs", "fit", "predict", "demo", "bench", "layerwise"):
+        assert command in help_out.stdout
+
+
+def test_ingest_json_report_and_idempotence(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    first = json.loads(invoke("ingest", str(DATA / "mlperf"), "--store", url, "--json").stdout)
+    assert first["added"] and not first["rejected"]
+    second = json.loads(invoke("ingest", str(DATA / "mlperf"), "--store", url, "--json").stdout)
+    assert second["added"] == [] and len(second["duplicates"]) == len(first["added"])
+    assert second["store"] == first["store"]
+
+
+def test_runs_json_contract(fitted_store):
+    runs = _runs(fitted_store)
+    assert runs
+    for run in runs:
+        assert {"source", "network", "deployment", "batch_size", "phases"} <= run.keys()
+        assert Path(run["source"]).exists()
+        assert run["phases"], run["source"]
+        for seg in run["phases"]:
+            assert seg["phase"] in ("train", "test")
+            assert seg["iterations"] > 0 and seg["seconds"] > 0
+
+
+def test_fit_json_has_cv_error_per_model(fitted_store):
+    models = json.loads(invoke("fit", "--store", fitted_store, "--json").stdout)
+    assert models
+    keys = {(m["network"], m["deployment"], m["phase"], m["stack"]) for m in models}
+    assert len(keys) == len(models)  # one model per key
+    multi_run = [m for m in models if m["runs"] >= 2]
+    assert multi_run and all(m["cv_mape"] is not None for m in multi_run)
+
+
+def test_predict_single_job_json(fitted_store):
+    run = next(r for r in _runs(fitted_store) if r["network"] == "resnet50")
+    train_iters = sum(p["iterations"] for p in run["phases"] if p["phase"] == "train")
+    actual = sum(p["seconds"] for p in run["phases"] if p["phase"] == "train")
+    result = invoke(
+        "predict", "--store", fitted_store, "--network", run["network"],
+        "--deployment", run["deployment"], "--batch-size", str(run["batch_size"]),
+        "--iterations", str(int(train_iters)), "--json",
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["unit"] == "s" and out["route"] == "end-to-end"
+    assert out["model"].startswith(f"e2e/resnet50/{run['deployment']}/train/")
+    assert out["low"] <= out["seconds"] <= out["high"]
+    assert out["extrapolated"] is False
+    assert abs(out["seconds"] - actual) / actual < 0.25  # an in-sample run, loosely
+
+
+def test_predict_jobs_csv(fitted_store, tmp_path):
+    run = _runs(fitted_store)[0]
+    iters = int(sum(p["iterations"] for p in run["phases"] if p["phase"] == "train"))
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(
+        "network,deployment,batch_size,iterations,phase\n"
+        f"{run['network']},{run['deployment']},{run['batch_size']},{iters},train\n"
+        f"{run['network']},{run['deployment']},{run['batch_size'] * 4},{iters},train\n"
+        f"nosuchnet,{run['deployment']},32,10,train\n"
+    )
+    result = invoke("predict", "--store", fitted_store, "--jobs", str(jobs), "--json")
+    out = json.loads(result.stdout)
+    assert len(out) == 3
+    assert out[0]["route"] == "end-to-end" and not out[0]["extrapolated"]
+    assert out[1]["extrapolated"] is True  # 4x the batch size ever seen
+    assert "error" in out[2] and "nosuchnet" in out[2]["error"]
+    assert result.exit_code == 1  # a job failed
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("network,batch_size\nresnet50,abc\n", "batch_size must be a number"),
+        ("network,deployment\nresnet50,x\n", "missing column(s) batch_size"),
+        ("network,batch_size,colour\nresnet50,8,red\n", "unknown column(s) colour"),
+        ("network,batch_size\n", "no jobs"),
+    ],
+)
+def test_predict_jobs_csv_errors(tmp_path, content, message):
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(content)
+    result = runner.invoke(app, ["predict", "--jobs", str(jobs), "--store",
+                                 f"sqlite:///{tmp_path / 'x.db'}"])
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_predict_negative_batch_is_refused(fitted_store):
+    result = runner.invoke(app, ["predict", "--store", fitted_store, "--network", "resnet50",
+                                 "--deployment", "x", "--batch-size", "-4", "--iterations", "5"])
+    assert result.exit_code == 2
+    assert "batch-size" in result.output
+
+
+def test_fit_on_empty_store_says_what_to_do(tmp_path):
+    result = runner.invoke(app, ["fit", "--store", f"sqlite:///{tmp_path / 'empty.db'}"])
+    assert result.exit_code == 2
+    assert "jobcast ingest" in result.output
