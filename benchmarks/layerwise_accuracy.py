@@ -83,7 +83,8 @@ def random_split_study(rows: pd.DataFrame, models: list[str], args) -> dict:
     params = model_params(args)
     results, fit_s, validation = {}, {}, []
     for name in models:
-        single = LayerPredictor(model=name, params=params, refit=False, random_state=args.seed)
+        single = LayerPredictor(model=name, params=params, refit=False, calibrate_unseen=False,
+                                random_state=args.seed)
         start = time.perf_counter()
         single.fit(train, validation=val)
         fit_s[name] = time.perf_counter() - start

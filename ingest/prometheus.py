@@ -377,7 +377,8 @@ class PrometheusClient:
     def _check_answer(self) -> None:
         """Reject answers that say they are partial (``warnings``) or not a success."""
         response = self._last
-        if response is None:
+        if response is None or (b'"warnings"' not in response.content
+                                and b'"status":"success"' in response.content):
             return
         try:
             body = response.json()
@@ -402,14 +403,19 @@ class PrometheusClient:
         if isinstance(exc, rex.ConnectTimeout | rex.ReadTimeout | rex.Timeout):
             return f"no answer within {self.timeout:g} s (--timeout)", True
         if isinstance(exc, rex.ConnectionError):
-            text = _short(exc)
-            if "timed out" in text.lower():
+            cause = _cause(exc)
+            text = f"{type(cause).__name__} {cause}".lower()
+            if "timeout" in text or "timed out" in text:
                 return f"no answer within {self.timeout:g} s (--timeout)", True
-            if "refused" in text.lower():
+            if "refused" in text:
                 return "connection refused (is the server running, is the URL right?)", True
-            return f"connection failed ({text})", True
+            if "name or service not known" in text or "nodename nor servname" in text:
+                return f"unknown host in {self.url}", False
+            if "remotedisconnected" in text or "aborted" in text or "reset" in text:
+                return "the server closed the connection without answering", True
+            return f"connection failed ({_short(cause)})", True
         if isinstance(exc, rex.ChunkedEncodingError | rex.ContentDecodingError):
-            return f"the answer was cut off ({_short(exc)})", True
+            return f"the answer was cut off ({_short(_cause(exc))})", True
         if isinstance(exc, PrometheusApiClientException):
             status = self._last.status_code if self._last is not None else None
             detail = _error_detail(self._last)
@@ -435,7 +441,22 @@ class _Partial(ValueError):
     pass
 
 
-def _short(exc: Exception) -> str:
+def _cause(exc: BaseException) -> BaseException:
+    """The innermost useful error: urllib3's reason inside requests' wrapper, if any."""
+    seen = 0
+    while seen < 5:
+        seen += 1
+        inner = exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None
+        inner = getattr(exc, "reason", None) if inner is None else inner
+        if not isinstance(inner, BaseException):
+            inner = exc.__context__ if isinstance(exc.__context__, BaseException) else None
+        if inner is None:
+            return exc
+        exc = inner
+    return exc
+
+
+def _short(exc: BaseException) -> str:
     text = str(exc)
     m = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)
     if m:
@@ -498,6 +519,7 @@ class JobTrace:
     first_seen: float
     last_seen: float
     planned_epochs: int | None = None
+    first_phase_start: float | None = None  # when the first phase seen began
     notes: list[str] = field(default_factory=list)
 
 
@@ -769,6 +791,8 @@ def segments_from_samples(series: Iterable[dict], names: MetricNames | None = No
             for name in ("instance", "scrape_job"):
                 if seen.get(name):
                     meta[name] = seen[name]
+            phase_starts = [v for key, samples in data.items() if key[0] == "phase_start"
+                            for t, v in samples.items() if lo <= t < hi]
             planned_epochs = _int(last.get(("planned_epochs", None)))
             if planned_epochs:
                 meta["epochs"] = planned_epochs
@@ -792,7 +816,8 @@ def segments_from_samples(series: Iterable[dict], names: MetricNames | None = No
                 job_start=job_start, job_end=job_end,
                 last_progress=last.get(("last_progress", None)),
                 first_seen=snaps[0][0], last_seen=snaps[-1][0],
-                planned_epochs=planned_epochs, notes=notes,
+                planned_epochs=planned_epochs,
+                first_phase_start=min(phase_starts) if phase_starts else None, notes=notes,
             ))
     return out
 

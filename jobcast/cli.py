@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from jobcast import cli_bench  # TEMP
+from jobcast import cli_bench, cli_prometheus  # TEMP
 from jobcast.output import console, emit_json, fail
 
 app = typer.Typer(
@@ -190,6 +190,65 @@ def predict(
 
 
 @app.command()
+def compare(
+    network: str = typer.Option(..., help="Network, e.g. resnet50."),
+    batch_size: int = typer.Option(..., min=1, help="Global batch size."),
+    epochs: float = typer.Option(..., min=0, help="Epochs to train."),
+    dataset_size: int | None = typer.Option(
+        None, min=1, help="Samples per epoch (default: the network's usual dataset)."
+    ),
+    device: list[str] | None = typer.Option(
+        None, "--device", help="GPUs to consider (repeat); default: every GPU with a price."
+    ),
+    prices: Path | None = typer.Option(
+        None, help="Price table CSV (gpu,usd_per_gpu_hour); default $JOBCAST_PRICES or bundled."
+    ),
+    optimizer: str = typer.Option("sgd", help="Layerwise: optimizer of the training step."),
+    image_size: int = typer.Option(224, min=8, help="Layerwise: input image side."),
+    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Rank deployments for a job by forecast time and by cost."""
+    from jobcast.compare import compare as run_compare
+    from jobcast.forecaster import Forecaster
+    from jobcast.prices import PriceTableError, load_prices
+
+    try:
+        table = load_prices(prices)
+        result = run_compare(
+            Forecaster(_store(store)),
+            table,
+            network,
+            batch_size,
+            epochs,
+            dataset_size,
+            devices=device or None,
+            optimizer=optimizer,
+            image_size=image_size,
+        )
+    except (PriceTableError, ValueError) as exc:
+        fail(str(exc))
+    if as_json:
+        emit_json(result)
+    else:
+        from jobcast.views import compare_table
+
+        console.print(compare_table(result))
+
+
+@app.command()
+def report(
+    out: Path = typer.Option(Path("jobcast-report"), help="Folder for report.html."),
+    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Write a self-contained HTML report of the store and every fitted model."""
+    from jobcast.report import write_report
+
+    path = write_report(_store(store), out)
+    console.print(f"wrote {path}")
+
+
+@app.command()
 def demo(
     workdir: Path = typer.Option(
         Path("demo-out"), help="Folder for the demo's store (created; reused if present)."
@@ -202,6 +261,7 @@ def demo(
 
 
 # TEMP cli_layerwise.register(app)
+cli_prometheus.register(app)
 cli_bench.register(app)
 
 

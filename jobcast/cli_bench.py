@@ -31,6 +31,10 @@ def bench(
     grad_input: bool = typer.Option(
         True, "--grad-input/--no-grad-input",
         help="Training steps also differentiate the layer input (as inside a network)."),
+    backward: str = typer.Option(
+        "upstream", "--backward",
+        help="Training-step backward: 'upstream' (from a random output gradient, as inside a "
+             "network) or 'mse' (an MSE loss, as Justus et al.)."),
     isolate: bool = typer.Option(
         True, "--isolate/--in-process",
         help="Time in a child process restarted after a native crash (crashing configurations "
@@ -52,8 +56,11 @@ def bench(
         space_name = get_space(space or ("cpu" if kind == "cpu" else "paper")).name
     except ValueError as exc:
         fail(str(exc))
-    plan = TimingPlan(warmup=warmup, reps=reps, runs=runs, target_rep_ms=target_ms,
-                      grad_input=grad_input)
+    try:
+        plan = TimingPlan(warmup=warmup, reps=reps, runs=runs, target_rep_ms=target_ms,
+                          grad_input=grad_input, backward=backward)
+    except ValueError as exc:
+        fail(str(exc))
     with progress_bar("bench", disable=as_json) as advance:
 
         def report(done: int, total: int, row: dict | None) -> None:

@@ -96,8 +96,15 @@ def serve_argv(model_uri: str, port: int, host: str = "127.0.0.1", workers: int 
 
 
 def serve_env(tracking_uri: str) -> dict[str, str]:
-    """The server's environment: the caller's, pointed at the tracking/registry URI."""
+    """The server's environment: the caller's, pointed at the tracking/registry URI.
+
+    The interpreter's folder goes first on PATH: MLflow starts ``uvicorn`` by name, which an
+    un-activated virtual environment would not find.
+    """
     env = dict(os.environ)
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([bin_dir, *[p for p in env.get("PATH", "").split(os.pathsep)
+                                              if p and p != bin_dir]])
     env["MLFLOW_TRACKING_URI"] = tracking_uri
     env["MLFLOW_REGISTRY_URI"] = tracking_uri
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

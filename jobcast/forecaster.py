@@ -82,7 +82,7 @@ class Forecaster:
             else:
                 e2e_miss = "no deployment given"
             return {"job": req.describe(), **self._layerwise(req, e2e_miss)}
-        except (JobRequestError, ValueError, LookupError) as exc:
+        except (JobRequestError, ValueError, LookupError, OSError) as exc:
             return {"job": req.describe(), "error": str(exc)}
 
     def _end_to_end(self, req: JobRequest) -> dict:
@@ -101,7 +101,15 @@ class Forecaster:
             return forecast_job(self.models, plan)
         if req.iterations is None:
             raise JobRequestError("give iterations, or epochs with dataset_size")
-        model = choose(self.models, req.network, deployment, req.phase, req.stack)
+        model = choose(
+            self.models,
+            req.network,
+            deployment,
+            req.phase,
+            req.stack,
+            req.iterations,
+            req.batch_size,
+        )
         return forecast(model, req.iterations, req.batch_size)
 
     def _layerwise(self, req: JobRequest, e2e_miss: str) -> dict:

@@ -283,7 +283,19 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
                 f"{listed}{more}. Send params {{\"errors\": \"row\"}} to get a per-row "
                 "'error' column instead."
             )
-        return pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS))
+        return output_frame(rows)
+
+
+def output_frame(rows: list[dict]) -> pd.DataFrame:
+    """The answer table. Missing values are None, not NaN, so the REST answer is strict JSON
+    (``null``): text columns are objects, and so are the numbers when a row carries an error.
+    """
+    frame = pd.DataFrame({name: pd.Series([r[name] for r in rows], dtype=object)
+                          for name in OUTPUT_COLUMNS})
+    if all(r["error"] is None for r in rows):
+        frame = frame.astype({"seconds": "float64", "low": "float64", "high": "float64",
+                              "extrapolated": "bool"})
+    return frame
 
 
 # -- logging ------------------------------------------------------------------------------

@@ -158,3 +158,33 @@ def forecasts_table(results: list) -> Table:
             r["route"] + flag,
         )
     return table
+
+
+def _money(value) -> str:
+    return "-" if value is None else f"${value:,.2f}"
+
+
+def compare_table(result: dict) -> Table:
+    table = Table(
+        title=f"{result['network']}, batch {result['batch_size']}, {result['epochs']} epochs of "
+        f"{result['dataset_size']:,} samples ({result['dataset']}); prices: {result['prices']}"
+    )
+    for col in ("time rank", "cost rank", "candidate", "route", "time", "90 % interval", "cost"):
+        table.add_column(col, overflow="fold")
+    for r in result["candidates"]:
+        if "error" in r:
+            table.add_row("-", "-", r["candidate"], "[red]error[/red]", r["error"], "", "")
+            continue
+        flag = " (extrapolated)" if r["extrapolated"] else ""
+        table.add_row(
+            str(r["rank_time"]),
+            str(r.get("rank_cost", "-")),
+            r["candidate"],
+            r["route"] + flag,
+            human_seconds(r["seconds"]),
+            f"{human_seconds(r['low'])} – {human_seconds(r['high'])}",
+            f"{_money(r['usd'])} ({_money(r['usd_low'])} – {_money(r['usd_high'])})"
+            if r["usd"] is not None
+            else "no price",
+        )
+    return table

@@ -6,14 +6,18 @@ row gets a ``config_id`` (hash of seed, index, layer list and feature space); a 
 same file skips the ids already present, drops a partial last line, and appends the rest.
 
 Timing (as Justus et al. 2018): the layer step runs in a ``tf.function`` (forward only, or a
-training step: forward + MSE loss against a random target + gradients + ``optimizer.apply``),
+training step: forward + backward + ``optimizer.apply``),
 ``warmup`` untimed calls, then ``reps`` repetitions, each the mean of ``runs`` calls;
 ``time_ms_median/min/max/std`` summarise the repetitions. ``runs=0`` picks the number of calls
 per repetition so one repetition lasts about ``target_rep_ms`` (1 to 50 calls).
 
-In a training step the gradient is also taken with respect to the layer input
-(``grad_input=True``), as for any layer inside a network; the published GPU data did not
-(``--no-grad-input`` reproduces it). Layers without weights always differentiate the input.
+A training step times what the layer costs inside a network: the backward pass starts from a
+random upstream gradient of the output's shape (``backward="upstream"``) and also computes
+the gradient of the layer input (``grad_input=True``). Justus et al. instead differentiated an
+MSE loss against a random target and only the weights: ``backward="mse"`` with
+``grad_input=False`` (``--backward mse --no-grad-input``) reproduces that. The MSE loss adds
+several passes over the output, which dominates cheap layers (batch norm, activations, adds).
+Layers without weights always differentiate the input.
 """
 
 from __future__ import annotations
@@ -49,8 +53,8 @@ HW_COLUMNS = ("hw_kind", "hw_memory_gb", "hw_bandwidth_gbs", "hw_clock_mhz", "hw
               "hw_peak_tflops")
 EXTRA_COLUMNS = (
     "layer", "status", "error", "device", *HW_COLUMNS, "hw_model", "sw_tensorflow", "sw_python",
-    "reps", "runs", "warmup", "grad_input", "flops", "run_id", "config_id", "seed", "index",
-    "space",
+    "reps", "runs", "warmup", "grad_input", "backward", "flops", "run_id", "config_id", "seed",
+    "index", "space",
 )
 CSV_COLUMNS: tuple[str, ...] = ("gpu", *all_columns(), *TIME_COLUMNS, *EXTRA_COLUMNS)
 
@@ -133,9 +137,15 @@ class TimingPlan:
     target_rep_ms: float = 50.0
     max_runs: int = 50
     grad_input: bool = True
+    backward: str = "upstream"  # or "mse" (Justus et al.: MSE loss against a random target)
+
+    def __post_init__(self) -> None:
+        if self.backward not in ("upstream", "mse"):
+            raise ValueError(f"backward must be 'upstream' or 'mse', got {self.backward!r}")
 
 
-def _make_step(tf: Any, keras: Any, row: dict, grad_input: bool) -> tuple[Callable, tuple]:
+def _make_step(tf: Any, keras: Any, row: dict, grad_input: bool,
+               backward: str = "upstream") -> tuple[Callable, tuple]:
     """Build the layer and return (tf.function step, its arguments)."""
     spec = get_layer(str(row["layer"]))
     layer = BUILDERS[spec.name](keras, row)
@@ -163,6 +173,7 @@ def _make_step(tf: Any, keras: Any, row: dict, grad_input: bool) -> tuple[Callab
         optimizer.build(variables)
     target = tf.random.stateless_normal(tuple(out.shape), seed=[seed, 99])
     watch_input = grad_input or not variables
+    upstream = backward == "upstream"
 
     @tf.function
     def train_step(x: Any, y: Any) -> Any:
@@ -170,15 +181,17 @@ def _make_step(tf: Any, keras: Any, row: dict, grad_input: bool) -> tuple[Callab
             if watch_input:
                 tape.watch(x)
             pred = layer(x, training=True)
-            loss = tf.reduce_mean(tf.square(pred - y))
+            if not upstream:
+                loss = tf.reduce_mean(tf.square(pred - y))
         sources = list(variables) + ([x] if watch_input else [])
-        grads = tape.gradient(loss, sources)
+        if upstream:  # y is the gradient arriving from the next layer
+            grads = tape.gradient(pred, sources, output_gradients=y)
+        else:
+            grads = tape.gradient(loss, sources)
         if variables:
             optimizer.apply(grads[: len(variables)], variables)
-        if watch_input:
-            # keep the input gradient alive so it is not pruned from the graph
-            return loss + 0.0 * tf.reduce_sum(tf.nest.flatten(grads[len(variables):])[0][..., :1])
-        return loss
+        # return the output and the input gradient so that neither is pruned from the graph
+        return (pred, *tf.nest.flatten(grads[len(variables):]))
 
     return train_step, (layer_input, target)
 
@@ -204,7 +217,7 @@ def time_config(row: dict, device: str = "cpu", plan: TimingPlan | None = None) 
     plan = plan or TimingPlan()
     get_layer(str(row["layer"])).validate(row)
     with tf.device(tf_device_string(device)):
-        step, args = _make_step(tf, keras, row, plan.grad_input)
+        step, args = _make_step(tf, keras, row, plan.grad_input, plan.backward)
         result = step(*args)  # traces
         for _ in range(max(0, plan.warmup - 1)):
             result = step(*args)
@@ -244,7 +257,8 @@ def bench_row(row: dict, device: str = "cpu", plan: TimingPlan | None = None) ->
     """Time one configuration; never raises for a bad config or a TF error: ``status=failed``."""
     out = dict(row)
     plan = plan or TimingPlan()
-    out.update(reps=plan.reps, warmup=plan.warmup, grad_input=plan.grad_input)
+    out.update(reps=plan.reps, warmup=plan.warmup, grad_input=plan.grad_input,
+               backward=plan.backward)
     spec = get_layer(str(row["layer"]))
     out["flops"] = spec.flops(row)
     try:
@@ -373,7 +387,8 @@ def _failed_record(row: dict, plan: TimingPlan, error: str) -> dict:
     record = dict(row)
     record.update({c: math.nan for c in TIME_COLUMNS})
     record.update(status="failed", error=error, runs=0, reps=plan.reps, warmup=plan.warmup,
-                  grad_input=plan.grad_input, flops=get_layer(str(row["layer"])).flops(row))
+                  grad_input=plan.grad_input, backward=plan.backward,
+                  flops=get_layer(str(row["layer"])).flops(row))
     return record
 
 

@@ -17,6 +17,11 @@ from layerwise.catalog import HW_KEYS, UnknownGpuError, resolve_gpu
 from layerwise.layers import ACTIVATIONS, OPTIMIZERS, PADDINGS, POOL_TYPES, LAYER_TYPES
 
 NUMERIC_HW = tuple(k for k in HW_KEYS if k != "hw_kind")
+# Features that carry the device's identity; hardware-agnostic models drop them.
+HARDWARE_FEATURES = (
+    "log_peak_tflops", "log_bandwidth_gbs", "clock_ghz", "cores", "log_memory_gb",
+    "log_roofline_ms", "log_compute_ms", "log_memory_ms",
+)
 
 # Optimizer state tensors per weight (read and written by the update step).
 OPTIMIZER_SLOTS = {
@@ -149,7 +154,13 @@ def feature_frame(rows: pd.DataFrame, layer: str) -> pd.DataFrame:
     feats["clock_ghz"] = hw["hw_clock_mhz"] / 1000.0
     feats["cores"] = hw["hw_cores"]
     feats["log_memory_gb"] = np.log(hw["hw_memory_gb"])
+    # FP32 lanes per SM (GPU) or per core (CPU): 192 on Kepler, 128 on Maxwell, 64 on GP100/Volta.
+    feats["lanes_per_core"] = (
+        hw["hw_peak_tflops"] * 1e12 / (2.0 * hw["hw_cores"] * hw["hw_clock_mhz"] * 1e6)
+    )
     feats["log_roofline_ms"] = np.log(roofline_ms(work_flops, work_bytes, hw))
+    feats["log_compute_ms"] = np.log(np.maximum(work_flops / hw["hw_peak_tflops"] * 1e-9, 1e-6))
+    feats["log_memory_ms"] = np.log(np.maximum(work_bytes / hw["hw_bandwidth_gbs"] * 1e-6, 1e-6))
     frame = pd.DataFrame(feats, index=rows.index).astype(float)
     bad = ~np.isfinite(frame.to_numpy()).all(axis=1)
     if bad.any():
@@ -180,6 +191,22 @@ def window_features(rows: pd.DataFrame) -> dict[str, pd.Series]:
         "pad_asym": pd.Series((pad % 2 == 1).astype(float), index=index),
         "unused": pd.Series(unused, index=index),
     }
+
+
+SIGNATURE_FEATURES = ("log_peak_tflops", "log_bandwidth_gbs", "clock_ghz", "cores", "log_memory_gb")
+
+
+def hardware_signatures(features: pd.DataFrame) -> np.ndarray:
+    """One rounded row of hardware features per row of a feature frame (identifies a device)."""
+    return np.round(features[list(SIGNATURE_FEATURES)].to_numpy(np.float64), 6)
+
+
+def known_device(features: pd.DataFrame, signatures: np.ndarray) -> np.ndarray:
+    """True for rows whose hardware signature is one of ``signatures``."""
+    sig = hardware_signatures(features)
+    if len(signatures) == 0:
+        return np.zeros(len(sig), dtype=bool)
+    return (sig[:, None, :] == signatures[None, :, :]).all(axis=2).any(axis=1)
 
 
 def roofline_ms(work_flops: pd.Series, work_bytes: pd.Series, hw: pd.DataFrame) -> pd.Series:

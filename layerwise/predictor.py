@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from layerwise.estimators import ESTIMATORS, Estimator, make_estimator
-from layerwise.features import FeatureError, feature_frame
+from layerwise.features import FeatureError, feature_frame, hardware_signatures, known_device
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +133,8 @@ class LayerModel:
     n_train: int = 0
     gpus: list[str] = field(default_factory=list)
     fit_seconds: dict[str, float] = field(default_factory=dict)
+    signatures: np.ndarray = field(default_factory=lambda: np.empty((0, 5)))
+    unseen_interval: Interval | None = None
 
 
 class LayerPredictor:
@@ -157,6 +159,12 @@ class LayerPredictor:
         ``"mape"`` or ``"rmse_ms"`` (validation) for choosing among candidates.
     refit:
         Refit the chosen model on training plus validation rows.
+    calibrate_unseen:
+        With three or more devices in training, refit the chosen model leaving each device out
+        in turn (on at most ``calibration_rows`` rows) and take the interval for devices not
+        seen in training from those out-of-device errors.
+    calibration_rows:
+        Row budget of each leave-one-device-out calibration fit.
     min_rows:
         Fewest usable rows a layer type needs.
     """
@@ -171,6 +179,8 @@ class LayerPredictor:
         interval_bins: int = 4,
         selection_metric: str = "mape",
         refit: bool = True,
+        calibrate_unseen: bool = True,
+        calibration_rows: int = 30000,
         min_rows: int = 20,
         random_state: int = 0,
     ):
@@ -182,6 +192,8 @@ class LayerPredictor:
         self.interval_bins = interval_bins
         self.selection_metric = selection_metric
         self.refit = refit
+        self.calibrate_unseen = calibrate_unseen
+        self.calibration_rows = calibration_rows
         self.min_rows = min_rows
         self.random_state = random_state
         self.layers_: dict[str, LayerModel] = {}
@@ -263,18 +275,50 @@ class LayerPredictor:
             pred_val, y_val - pred_val, self.coverage, self.interval_bins
         )
         n_train = len(train)
+        X_all = pd.concat([X_tr, X_val])
+        y_all, g_all = np.concatenate([y_tr, y_val]), np.concatenate([g_tr, g_val])
         if self.refit:
-            both = pd.concat([X_tr, X_val])
             start = time.perf_counter()
-            est = make_estimator(best, self._params(best)).fit(
-                both, np.concatenate([y_tr, y_val]), np.concatenate([g_tr, g_val])
-            )
+            est = make_estimator(best, self._params(best)).fit(X_all, y_all, g_all)
             seconds[f"{best}_refit"] = time.perf_counter() - start
             n_train += len(val)
+        unseen = None
+        if self.calibrate_unseen:
+            start = time.perf_counter()
+            unseen = self._unseen_interval(best, X_all, y_all, g_all)
+            seconds["unseen_calibration"] = time.perf_counter() - start
         return LayerModel(
             layer=layer, model=best, estimator=est, feature_names=list(X_tr.columns),
             interval=interval, validation=scores, n_train=n_train,
-            gpus=sorted(set(g_tr) | set(g_val)), fit_seconds=seconds,
+            gpus=sorted(set(g_all)), fit_seconds=seconds,
+            signatures=np.unique(hardware_signatures(X_all), axis=0), unseen_interval=unseen,
+        )
+
+    def _unseen_interval(
+        self, name: str, X: pd.DataFrame, y: np.ndarray, gpu: np.ndarray
+    ) -> Interval | None:
+        """Interval from leave-one-device-out errors (None with fewer than three devices)."""
+        _, device = np.unique(hardware_signatures(X), axis=0, return_inverse=True)
+        device = np.ravel(device)
+        if device.max(initial=0) < 2:
+            return None
+        rng = np.random.default_rng(self.random_state)
+        base = make_estimator(name, self._params(name))
+        params = {**self._params(name), **base.calibration_params()}
+        preds, resids = [], []
+        for d in np.unique(device):
+            train = np.flatnonzero(device != d)
+            test = np.flatnonzero(device == d)
+            if len(train) > self.calibration_rows:
+                train = np.sort(rng.choice(train, self.calibration_rows, replace=False))
+            if len(test) > 5000:
+                test = np.sort(rng.choice(test, 5000, replace=False))
+            est = make_estimator(name, params).fit(X.iloc[train], y[train], gpu[train])
+            pred = est.predict(X.iloc[test], gpu[test])
+            preds.append(pred)
+            resids.append(y[test] - pred)
+        return Interval.from_residuals(
+            np.concatenate(preds), np.concatenate(resids), self.coverage, self.interval_bins
         )
 
     # ------------------------------------------------------------------ prediction
@@ -306,6 +350,10 @@ class LayerPredictor:
                 raise FeatureError(f"{layer} rows lack feature(s) {', '.join(missing)}")
             pred = lm.estimator.predict(X[lm.feature_names], gpu_names(part))
             low, high = lm.interval.apply(pred)
+            unseen = ~known_device(X, lm.signatures)
+            if lm.unseen_interval is not None and unseen.any():
+                u_low, u_high = lm.unseen_interval.apply(pred[unseen])
+                low[unseen], high[unseen] = u_low, u_high
             out.loc[part.index, "predicted_ms"] = np.exp(pred)
             out.loc[part.index, "low_ms"] = np.exp(low)
             out.loc[part.index, "high_ms"] = np.exp(high)
@@ -335,7 +383,10 @@ class LayerPredictor:
             meta, arrays = lm.estimator.state()
             arrays = {f"est_{k}": v for k, v in arrays.items()}
             arrays.update(iv_edges=lm.interval.edges, iv_low=lm.interval.low,
-                          iv_high=lm.interval.high)
+                          iv_high=lm.interval.high, signatures=lm.signatures)
+            if lm.unseen_interval is not None:
+                arrays.update(uv_edges=lm.unseen_interval.edges, uv_low=lm.unseen_interval.low,
+                              uv_high=lm.unseen_interval.high)
             np.savez_compressed(path / f"{layer}.npz", **arrays)
             layers_meta[layer] = {
                 "model": lm.model,
@@ -389,6 +440,9 @@ class LayerPredictor:
                 interval=Interval(arrays["iv_edges"], arrays["iv_low"], arrays["iv_high"]),
                 validation=meta.get("validation", {}), n_train=int(meta.get("n_train", 0)),
                 gpus=list(meta.get("gpus", [])), fit_seconds=meta.get("fit_seconds", {}),
+                signatures=arrays["signatures"],
+                unseen_interval=(Interval(arrays["uv_edges"], arrays["uv_low"], arrays["uv_high"])
+                                 if "uv_edges" in arrays else None),
             )
         return predictor
 

@@ -107,9 +107,16 @@ class NoModelError(LookupError):
 
 
 def choose(
-    models: list[FittedModel], network: str, deployment: str, phase: str, stack: str | None = None
+    models: list[FittedModel],
+    network: str,
+    deployment: str,
+    phase: str,
+    stack: str | None = None,
+    iterations: float | None = None,
+    batch_size: int | None = None,
 ) -> FittedModel:
-    """The model for a key; without a stack, the one whose runs are newest."""
+    """The model for a key. Without a stack: among the stacks whose fitted range covers the
+    job (no extrapolation), the one whose runs are newest; if none covers it, the newest."""
     matches = [
         m
         for m in models
@@ -126,7 +133,14 @@ def choose(
             + (f" with stack {stack!r}" if stack else "")
             + f"; models exist for: {hint}"
         )
-    return max(matches, key=lambda m: (m.last_run_time, m.estimator.n_runs_))
+
+    def covers(m: FittedModel) -> bool:
+        if iterations is None or batch_size is None:
+            return True
+        x = pd.DataFrame({"iterations": [iterations], "batch_size": [batch_size]})
+        return not bool(m.estimator.predict_interval(x)["extrapolated"].iloc[0])
+
+    return max(matches, key=lambda m: (covers(m), m.last_run_time, m.estimator.n_runs_))
 
 
 def forecast(model: FittedModel, iterations: float, batch_size: int) -> dict:

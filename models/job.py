@@ -47,8 +47,11 @@ class JobPlan:
 def forecast_job(models: list[FittedModel], plan: JobPlan) -> dict:
     """Train and test phase forecasts and their sum; bounds add up (errors are correlated)."""
     phases = {}
-    train = choose(models, plan.network, plan.deployment, "train", plan.stack)
-    phases["train"] = forecast(train, plan.train_iterations(), plan.batch_size)
+    train_iters = plan.train_iterations()
+    train = choose(
+        models, plan.network, plan.deployment, "train", plan.stack, train_iters, plan.batch_size
+    )
+    phases["train"] = forecast(train, train_iters, plan.batch_size)
     test_iters = plan.test_iterations()
     if test_iters:
         test = choose(models, plan.network, plan.deployment, "test", plan.stack or train.stack)

@@ -175,7 +175,12 @@ class PhaseTimeModel:
         return self._raw_predict(it, bs)
 
     def predict_interval(self, X: pd.DataFrame) -> pd.DataFrame:
-        """seconds, low, high and whether the point lies outside the fitted ranges."""
+        """seconds, low, high and whether the point lies outside the fitted ranges.
+
+        The interval is symmetric in log time, [t / (1 + h), t (1 + h)], so it never reaches
+        zero; h grows with the distance (in log units) outside the fitted batch and
+        iteration ranges.
+        """
         it = np.asarray(X["iterations"], dtype=float)
         bs = np.asarray(X["batch_size"], dtype=float)
         if np.any(it < 0) or np.any(bs <= 0):
@@ -186,12 +191,12 @@ class PhaseTimeModel:
         extrapolated = (b_stretch > 0) | (i_stretch > math.log(1.5))
         i_widen = 0.5 * np.maximum(i_stretch - math.log(1.5), 0)
         half = self.half_width_ * (1 + b_stretch + i_widen)
-        low, high = pred * np.maximum(1 - half, 0.0), pred * (1 + half)
+        low, high = pred / (1 + half), pred * (1 + half)
         if len(self.alt_terms_):
             alt = _design(it, bs, self.alt_terms_) @ self.alt_coef_
             edge = self.half_width_ * (1 + i_widen)
             other = b_stretch > 0
-            low = np.where(other, np.minimum(pred, alt) * np.maximum(1 - edge, 0.0), low)
+            low = np.where(other, np.minimum(pred, alt) / (1 + edge), low)
             high = np.where(other, np.maximum(pred, alt) * (1 + edge), high)
         return pd.DataFrame(
             {"seconds": pred, "low": low, "high": high, "extrapolated": extrapolated},

@@ -33,6 +33,10 @@ class Estimator:
     def predict(self, X: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def calibration_params(self) -> dict[str, Any]:
+        """Hyper-parameter overrides for the extra fits that calibrate unseen-device intervals."""
+        return {}
+
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         raise NotImplementedError
 

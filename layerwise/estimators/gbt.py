@@ -14,6 +14,22 @@ import numpy as np
 import pandas as pd
 
 from layerwise.estimators.base import OFFSET, Estimator, check_fitted
+from layerwise.features import (
+    HARDWARE_FEATURES,
+    SIGNATURE_FEATURES,
+    hardware_signatures,
+    known_device,
+)
+
+
+def _float32_ceil(values: np.ndarray) -> np.ndarray:
+    """Smallest float32 >= each value (as float64). A split sends ``x <= threshold`` left and
+    the threshold is a data value or lies between two, so rounding it up keeps training rows
+    on their side (unless two distinct values are closer than float32 resolution)."""
+    rounded = values.astype(np.float32)
+    below = rounded.astype(np.float64) < values
+    rounded[below] = np.nextafter(rounded[below], np.float32(np.inf))
+    return rounded.astype(np.float64)
 
 
 @dataclass
@@ -51,8 +67,10 @@ class Forest:
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {
-            "feature": self.feature, "threshold": self.threshold, "left": self.left,
-            "right": self.right, "value": self.value, "roots": self.roots,
+            "feature": self.feature.astype(np.int16),
+            "threshold": self.threshold.astype(np.float32),
+            "left": self.left, "right": self.right,
+            "value": self.value.astype(np.float32), "roots": self.roots,
         }
 
     @classmethod
@@ -89,19 +107,31 @@ class Forest:
         baseline = float(np.ravel(model._baseline_prediction)[0])
         return cls(
             feature=np.concatenate(features),
-            threshold=np.concatenate(thresholds).astype(np.float64),
+            # float32 storage keeps the saved model small; the exported forest, not the
+            # sklearn object, makes every prediction, so fit and load agree exactly.
+            threshold=_float32_ceil(np.concatenate(thresholds)),
             left=np.concatenate(lefts).astype(np.int32),
             right=np.concatenate(rights).astype(np.int32),
-            value=np.concatenate(values).astype(np.float64),
+            value=np.concatenate(values).astype(np.float32).astype(np.float64),
             roots=np.asarray(roots, dtype=np.int32),
             baseline=baseline,
             depth=depth,
         )
 
 
+TRANSFER_OFFSET = "log_compute_ms"
+
+
 @dataclass
 class GbtEstimator(Estimator):
-    """HistGradientBoosting on ``log(time) - log(roofline time)``."""
+    """HistGradientBoosting on log time relative to a roofline estimate.
+
+    Two forests: the *known-device* forest sees every feature (including the hardware ones)
+    and predicts ``log(time) - log(roofline)``; it serves rows whose hardware matches a
+    training device. The *transfer* forest sees only hardware-agnostic features plus FP32
+    lanes per core and predicts ``log(time) - log(FLOPs / peak)``, so a device never seen
+    in training is scaled by its catalog peak FLOPS; it serves all other rows.
+    """
 
     name: ClassVar[str] = "gbt"
 
@@ -110,18 +140,22 @@ class GbtEstimator(Estimator):
     max_leaf_nodes: int = 63
     min_samples_leaf: int = 10
     l2_regularization: float = 0.0
+    transfer: bool = True
+    transfer_max_iter: int = 300
     random_state: int = 0
 
     def __post_init__(self) -> None:
         self._forest: Forest | None = None
+        self._transfer: Forest | None = None
         self.feature_names_: list[str] = []
+        self.transfer_features_: list[str] = []
+        self._signatures = np.empty((0, len(SIGNATURE_FEATURES)))
 
-    def fit(self, X: pd.DataFrame, y_log: np.ndarray, gpu: np.ndarray) -> GbtEstimator:
+    def _fit_forest(self, X: pd.DataFrame, y: np.ndarray, max_iter: int) -> Forest:
         from sklearn.ensemble import HistGradientBoostingRegressor
 
-        self.feature_names_ = list(X.columns)
         model = HistGradientBoostingRegressor(
-            max_iter=self.max_iter,
+            max_iter=max_iter,
             learning_rate=self.learning_rate,
             max_leaf_nodes=self.max_leaf_nodes,
             min_samples_leaf=min(self.min_samples_leaf, max(1, len(X) // 4)),
@@ -129,29 +163,76 @@ class GbtEstimator(Estimator):
             early_stopping=False,
             random_state=self.random_state,
         )
-        model.fit(X.to_numpy(np.float64), np.asarray(y_log) - X[OFFSET].to_numpy())
-        self._forest = Forest.from_sklearn(model)
+        model.fit(X.to_numpy(np.float64), y)
+        return Forest.from_sklearn(model)
+
+    def fit(self, X: pd.DataFrame, y_log: np.ndarray, gpu: np.ndarray) -> GbtEstimator:
+        y_log = np.asarray(y_log, dtype=np.float64)
+        self.feature_names_ = list(X.columns)
+        self._forest = self._fit_forest(X, y_log - X[OFFSET].to_numpy(), self.max_iter)
+        self._signatures = np.unique(hardware_signatures(X), axis=0)
+        self._transfer = None
+        if self.transfer:
+            self.transfer_features_ = [c for c in X.columns if c not in HARDWARE_FEATURES]
+            self._transfer = self._fit_forest(
+                X[self.transfer_features_], y_log - X[TRANSFER_OFFSET].to_numpy(),
+                self.transfer_max_iter,
+            )
         return self
 
     def predict(self, X: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
         check_fitted(self, "_forest")
-        matrix = X[self.feature_names_].to_numpy(np.float64)
-        return self._forest.predict(matrix) + X[OFFSET].to_numpy()
+        known = (known_device(X, self._signatures) if self._transfer is not None
+                 else np.ones(len(X), dtype=bool))
+        out = np.empty(len(X))
+        if known.any():
+            part = X.loc[known]
+            out[known] = (self._forest.predict(part[self.feature_names_].to_numpy(np.float64))
+                          + part[OFFSET].to_numpy())
+        if (~known).any():
+            part = X.loc[~known]
+            out[~known] = (
+                self._transfer.predict(part[self.transfer_features_].to_numpy(np.float64))
+                + part[TRANSFER_OFFSET].to_numpy()
+            )
+        return out
 
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         check_fitted(self, "_forest")
-        meta = {
+        meta: dict[str, Any] = {
             "baseline": self._forest.baseline,
             "depth": self._forest.depth,
             "feature_names": self.feature_names_,
         }
-        return meta, self._forest.arrays()
+        arrays = {f"known_{k}": v for k, v in self._forest.arrays().items()}
+        arrays["signatures"] = self._signatures
+        if self._transfer is not None:
+            meta.update(transfer_baseline=self._transfer.baseline,
+                        transfer_depth=self._transfer.depth,
+                        transfer_features=self.transfer_features_)
+            arrays.update({f"transfer_{k}": v for k, v in self._transfer.arrays().items()})
+        return meta, arrays
 
     def _load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        self._forest = Forest.from_arrays(arrays, meta["baseline"], meta["depth"])
+        def pick(prefix: str) -> dict[str, np.ndarray]:
+            return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+        self._forest = Forest.from_arrays(pick("known_"), meta["baseline"], meta["depth"])
         self.feature_names_ = list(meta["feature_names"])
+        self._signatures = arrays["signatures"]
+        self._transfer = None
+        if "transfer_features" in meta:
+            self._transfer = Forest.from_arrays(
+                pick("transfer_"), meta["transfer_baseline"], meta["transfer_depth"])
+            self.transfer_features_ = list(meta["transfer_features"])
+
+    def calibration_params(self) -> dict[str, Any]:
+        """Overrides for fits that only serve unseen devices: the known forest is unused."""
+        return {"max_iter": 1}
 
     @property
     def n_nodes(self) -> int:
+        """Nodes in the forests (a size measure)."""
         check_fitted(self, "_forest")
-        return len(self._forest.feature)
+        extra = len(self._transfer.feature) if self._transfer is not None else 0
+        return len(self._forest.feature) + extra

@@ -1,0 +1,111 @@
+"""Rank deployments for one job by forecast time and by cost.
+
+Candidates are every deployment the network has history on (end-to-end route) and every
+GPU of the price table (layerwise route, one GPU), or the devices the caller names.
+"""
+
+from __future__ import annotations
+
+import re
+
+from jobcast.forecaster import Forecaster, JobRequest
+from jobcast.prices import PriceTable
+
+# Training-set sizes assumed when the caller gives none (samples per epoch).
+KNOWN_DATASETS = {"resnet20": ("CIFAR-10", 50_000), "resnet3-cifar10": ("CIFAR-10", 50_000)}
+DEFAULT_DATASET = ("ImageNet-1k", 1_281_167)
+
+
+def dataset_for(network: str, dataset_size: int | None) -> tuple[str, int]:
+    if dataset_size is not None:
+        if dataset_size <= 0:
+            raise ValueError(f"dataset size must be positive, got {dataset_size}")
+        return "given", dataset_size
+    return KNOWN_DATASETS.get(network.lower(), DEFAULT_DATASET)
+
+
+def gpus_of(deployment: str) -> tuple[str, int]:
+    """(accelerator part, GPU count) of a deployment key such as ``nvidia-a100-sxm4-40gb-x8-n2``."""
+    m = re.fullmatch(r"(.+?)-x(\d+)(?:-n(\d+))?", deployment)
+    if not m:
+        return deployment, 1
+    return m.group(1), int(m.group(2)) * int(m.group(3) or 1)
+
+
+def compare(
+    forecaster: Forecaster,
+    prices: PriceTable,
+    network: str,
+    batch_size: int,
+    epochs: float,
+    dataset_size: int | None = None,
+    devices: list[str] | None = None,
+    optimizer: str = "sgd",
+    image_size: int = 224,
+) -> dict:
+    """Forecast the job on every candidate; rows sorted by time, each with its cost rank."""
+    if batch_size <= 0 or epochs <= 0:
+        raise ValueError("batch size and epochs must be positive")
+    dataset, size = dataset_for(network, dataset_size)
+    common = dict(network=network, batch_size=batch_size, epochs=epochs, dataset_size=size)
+    requests: list[tuple[str, int, JobRequest]] = []
+    deployments = sorted(
+        {
+            m.deployment
+            for m in forecaster.models
+            if m.network == network.lower() and m.phase == "train"
+        }
+    )
+    for dep in deployments:
+        accel, count = gpus_of(dep)
+        requests.append((accel, count, JobRequest(deployment=dep, **common)))
+    for device in devices if devices is not None else sorted(prices.usd_per_gpu_hour):
+        requests.append(
+            (
+                device,
+                1,
+                JobRequest(device=device, optimizer=optimizer, image_size=image_size, **common),
+            )
+        )
+    rows = []
+    for gpu, count, req in requests:
+        result = forecaster.forecast(req)
+        row = {
+            "candidate": req.deployment or f"{req.device} x1",
+            "gpus": count,
+            "price_usd_per_gpu_hour": prices.price(gpu),
+        }
+        if "error" in result:
+            rows.append({**row, "error": result["error"]})
+            continue
+        cost = {k: prices.cost(result[k], gpu, count) for k in ("seconds", "low", "high")}
+        rows.append(
+            {
+                **row,
+                "route": result["route"],
+                "model": result["model"],
+                "seconds": result["seconds"],
+                "low": result["low"],
+                "high": result["high"],
+                "unit": "s",
+                "extrapolated": bool(result.get("extrapolated")),
+                "usd": cost["seconds"],
+                "usd_low": cost["low"],
+                "usd_high": cost["high"],
+            }
+        )
+    ok = sorted((r for r in rows if "error" not in r), key=lambda r: r["seconds"])
+    for rank, r in enumerate(ok, start=1):
+        r["rank_time"] = rank
+    priced = sorted((r for r in ok if r["usd"] is not None), key=lambda r: r["usd"])
+    for rank, r in enumerate(priced, start=1):
+        r["rank_cost"] = rank
+    return {
+        "network": network,
+        "batch_size": batch_size,
+        "epochs": epochs,
+        "dataset": dataset,
+        "dataset_size": size,
+        "prices": prices.source,
+        "candidates": ok + [r for r in rows if "error" in r],
+    }

@@ -1,0 +1,96 @@
+"""The HTML report and the deployment comparison, on real sample logs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from jobcast.cli import app
+
+DATA = Path(__file__).parent / "data"
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def store_url(tmp_path_factory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('report') / 'jobcast.db'}"
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", str(DATA / "mlperf"), "--store", url]).exit_code == 0
+    assert runner.invoke(app, ["fit", "--store", url]).exit_code == 0
+    return url
+
+
+def chromium() -> str:
+    """Debian's chromium, installed on first use (the test machines run as root)."""
+    found = shutil.which("chromium")
+    if found:
+        return found
+    install = subprocess.run(
+        ["apt-get", "install", "-y", "-q", "chromium"], capture_output=True, text=True
+    )
+    if install.returncode != 0:
+        update = subprocess.run(["apt-get", "update", "-q"], capture_output=True, text=True)
+        install = subprocess.run(
+            ["apt-get", "install", "-y", "-q", "chromium"], capture_output=True, text=True
+        )
+        if install.returncode != 0:
+            pytest.skip(f"cannot install chromium: {update.stderr[-300:]}{install.stderr[-300:]}")
+    return shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def test_report_is_self_contained_and_renders(store_url, tmp_path):
+    out = tmp_path / "report"
+    result = CliRunner().invoke(app, ["report", "--store", store_url, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    page = (out / "report.html").read_text()
+    assert "data:image/png;base64," in page  # the plot is embedded
+    assert "src=\"http" not in page and "href=\"http" not in page  # nothing fetched
+    assert "resnet50" in page and "CV MAPE" in page and "Extrapolation" in page
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'ud'}",
+         "--window-size=1200,1600", f"--screenshot={shot}", (out / "report.html").as_uri()],
+        capture_output=True, timeout=120, check=True,
+    )
+    from PIL import Image
+
+    image = Image.open(shot).convert("L")
+    assert image.size == (1200, 1600)
+    # A rendered page has text and a plot: many distinct grey levels, not a blank canvas.
+    assert len(image.histogram()) == 256 and sum(1 for n in image.histogram() if n) > 50
+
+
+def test_compare_ranks_by_time_and_cost(store_url, tmp_path):
+    result = CliRunner().invoke(
+        app, ["compare", "--store", store_url, "--network", "resnet50", "--batch-size", "1024",
+              "--epochs", "40", "--device", "T4", "--device", "A100", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    ok = [c for c in out["candidates"] if "error" not in c]
+    assert {c["route"] for c in ok} >= {"end-to-end"}
+    times = [c["seconds"] for c in ok]
+    assert times == sorted(times) and [c["rank_time"] for c in ok] == list(range(1, len(ok) + 1))
+    priced = sorted((c for c in ok if c["usd"] is not None), key=lambda c: c["rank_cost"])
+    assert priced and [c["usd"] for c in priced] == sorted(c["usd"] for c in priced)
+    for c in priced:
+        assert c["usd_low"] <= c["usd"] <= c["usd_high"]
+
+
+def test_price_table_errors_name_file_and_line(store_url, tmp_path):
+    prices = tmp_path / "prices.csv"
+    prices.write_text("gpu,usd_per_gpu_hour\nV100,3.0\nNoSuchGPU 9000,1.0\n")
+    result = CliRunner().invoke(
+        app, ["compare", "--store", store_url, "--network", "resnet50", "--batch-size", "256",
+              "--epochs", "1", "--prices", str(prices)],
+    )
+    assert result.exit_code == 2
+    assert f"{prices}:3" in result.output

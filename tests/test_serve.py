@@ -1,0 +1,181 @@
+"""Register the forecaster, serve it on loopback with ``mlflow models serve``, POST job tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ingest.pipeline import ingest_paths
+from ingest.store import Store
+from jobcast.cli_mlflow import serve_argv, serve_env
+from jobcast.registry import default_predictor_dir, register_forecaster, resolve_model_uri
+from models.e2e import fit_store, load_models
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).parent / "data"
+HAS_PREDICTOR = default_predictor_dir() is not None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def _post(base: str, payload: dict, timeout: float = 120.0) -> tuple[int, dict]:
+    req = urllib.request.Request(f"{base}/invocations", data=json.dumps(payload).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A registered forecaster (calibrated when a predictor ships) served on 127.0.0.1."""
+    folder = tmp_path_factory.mktemp("serve")
+    old_telemetry = os.environ.get("MLFLOW_DISABLE_TELEMETRY")
+    os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+    store = Store(f"sqlite:///{folder / 'jobcast.db'}")
+    ingest_paths(store, [str(DATA / "mlperf")])
+    fit_store(store)
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    reg = register_forecaster(store, tracking_uri=uri, calibrate=HAS_PREDICTOR)
+    model_uri = resolve_model_uri(reg.name, "champion", None, uri)
+    port = _free_port()
+    env = serve_env(uri)
+    env["MLFLOW_DISABLE_TELEMETRY"] = "true"
+    log = open(folder / "server.log", "w")  # noqa: SIM115 - closed in the finally below
+    proc = subprocess.Popen(serve_argv(model_uri, port), env=env, cwd=folder, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"server exited: {(folder / 'server.log').read_text()[-3000:]}")
+            try:
+                if _get(f"{base}/ping", timeout=2)[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail("server did not answer /ping within 120 s")
+        yield {"base": base, "store": store, "registration": reg, "port": port}
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)  # the server and its uvicorn worker
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        log.close()
+        if old_telemetry is None:
+            os.environ.pop("MLFLOW_DISABLE_TELEMETRY", None)
+        else:
+            os.environ["MLFLOW_DISABLE_TELEMETRY"] = old_telemetry
+
+
+def _e2e_rows(store) -> list[dict]:
+    rows = []
+    for m in sorted(load_models(store), key=lambda m: m.model_id):
+        rows.append({"network": m.network, "deployment": m.deployment,
+                     "batch_size": int(m.estimator.batch_range_[1]),
+                     "iterations": m.estimator.iteration_range_[1], "phase": m.phase,
+                     "stack": m.stack})
+    return rows
+
+
+def test_server_binds_loopback_only(server):
+    assert _get(f"{server['base']}/ping")[0] == 200
+    assert _get(f"{server['base']}/version")[0] == 200
+    addresses = {info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)
+                 if info[0] == socket.AF_INET} - {"127.0.0.1", "127.0.1.1"}
+    for address in sorted(addresses)[:1]:
+        with socket.socket() as sock:
+            sock.settimeout(2)
+            assert sock.connect_ex((address, server["port"])) != 0
+
+
+def test_end_to_end_rows_as_dataframe_split(server):
+    rows = _e2e_rows(server["store"])
+    columns = ["network", "deployment", "batch_size", "iterations", "phase", "stack"]
+    payload = {"dataframe_split": {"columns": columns,
+                                   "data": [[r[c] for c in columns] for r in rows]}}
+    status, body = _post(server["base"], payload)
+    assert status == 200, body
+    preds = body["predictions"]
+    assert len(preds) == len(rows)
+    for row, pred in zip(rows, preds, strict=True):
+        assert pred["route"] == "end-to-end" and pred["error"] is None
+        assert pred["model"].startswith(f"e2e/{row['network']}/{row['deployment']}/{row['phase']}/")
+        assert 0 < pred["low"] <= pred["seconds"] <= pred["high"] and pred["unit"] == "s"
+
+
+@pytest.mark.skipif(not HAS_PREDICTOR, reason="no shipped layerwise predictor")
+def test_layerwise_rows_as_dataframe_records(server):
+    deployment = "nvidia-v100-sxm2-16gb-x8"  # resnet50 runs there calibrate other networks
+    records = [
+        {"network": "vgg16", "deployment": None, "batch_size": 32, "iterations": 100,
+         "phase": "train", "device": "V100"},
+        {"network": "vgg16", "deployment": deployment, "batch_size": 256, "iterations": 100,
+         "phase": "train"},
+    ]
+    status, body = _post(server["base"], {"dataframe_records": records})
+    assert status == 200, body
+    plain, calibrated = body["predictions"]
+    assert plain["route"] == "layerwise" and plain["model"].startswith("layerwise/")
+    assert calibrated["route"] == "layerwise-calibrated"
+    assert "+calibration/hardware/" in calibrated["model"]
+    for pred in (plain, calibrated):
+        assert pred["error"] is None and 0 < pred["low"] <= pred["seconds"] <= pred["high"]
+
+
+def test_malformed_tables_get_400_with_a_message(server):
+    good = _e2e_rows(server["store"])[0]
+    missing = {k: v for k, v in good.items() if k != "batch_size"}
+    status, body = _post(server["base"], {"dataframe_records": [missing]})
+    assert status == 400 and "batch_size" in body["message"]
+
+    status, body = _post(server["base"], {"dataframe_records": [good, {**good, "batch_size": -4}]})
+    assert status == 400 and "row 1: batch_size must be a positive integer" in body["message"]
+
+    unknown = {**good, "deployment": None, "network": "vgg16", "device": "NoSuchGPU-9000"}
+    status, body = _post(server["base"], {"dataframe_records": [unknown]})
+    assert status == 400 and "unknown GPU 'NoSuchGPU-9000'" in body["message"]
+
+    status, body = _post(server["base"], {"dataframe_records": [{**good, "batch_size": "big"}]})
+    assert status == 400 and "batch_size" in body["message"]
+
+
+def test_per_row_errors_on_request(server):
+    good = _e2e_rows(server["store"])[0]
+    payload = {"dataframe_records": [good, {**good, "batch_size": -4}],
+               "params": {"errors": "row"}}
+    status, body = _post(server["base"], payload)
+    assert status == 200
+    ok, bad = body["predictions"]
+    assert ok["error"] is None and ok["seconds"] > 0
+    assert "batch_size must be a positive integer" in bad["error"] and bad["seconds"] is None
