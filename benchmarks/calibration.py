@@ -11,9 +11,11 @@ Data (real, no synthetic timings):
   fitted on the same ``k`` runs, and, at k = 0, the factor of *other* systems with the same
   hardware key (the fallback a new network gets).
 * ``keras-cpu`` (``--keras``): real short Keras ``fit`` runs measured here on this CPU with
-  ``jobcast.instrument.JobcastLogger``: small networks at several batch sizes, in shuffled
+  ``jobcast.instrument.JobcastLogger``: three small networks at four batch sizes, in shuffled
   order. A network's first ``k`` runs (other batch sizes) calibrate the forecast of its
-  remaining ones; k = 0 uses the factor of the other networks on this CPU.
+  remaining ones; k = 0 uses the factor of the other networks on this CPU. The layerwise
+  forecasts come from a GBT predictor trained here on the CPU layer benchmark rows
+  (``--cpu-bench``), since the shipped predictor describes GPUs.
 
 Errors are absolute percentage errors of the forecast seconds, summarised by median and mean
 over all (system or network, held-out run) pairs at each ``k``.
@@ -132,6 +134,20 @@ def mlperf_observations(predictor) -> tuple[pd.DataFrame, pd.DataFrame, list[str
     return obs, points, skipped
 
 
+def mlperf_part(predictor, shrinkage: float) -> dict:
+    obs, points, skipped = mlperf_observations(predictor)
+    print(f"MLPerf: {len(obs)} runs of {obs['system'].nunique()} systems priced; "
+          f"{len(skipped)} runs skipped (hardware the catalog or predictor lacks)")
+    per_system = obs.assign(ratio=obs["actual"] / obs["predicted"]).groupby(
+        ["system", "hardware"])["ratio"].agg(["size", "median", "min", "max"])
+    print(per_system.to_string(float_format=lambda v: f"{v:.3g}"))
+    rows = calibrated_errors(obs, "system", shrinkage) + e2e_errors(points, obs, "system")
+    table = summarise(rows)
+    print(table.to_markdown(index=False, floatfmt=".1f"))
+    return {"table": table.to_dict(orient="records"),
+            "ratios": per_system.reset_index().to_dict(orient="records"), "skipped": skipped}
+
+
 # -- real Keras runs on this CPU --------------------------------------------------------------
 
 KERAS_NETS = {
@@ -219,32 +235,30 @@ def main() -> None:
                         help="Layer predictor folder (default: the shipped one).")
     parser.add_argument("--shrinkage", type=float, default=0.0)
     parser.add_argument("--keras", action="store_true", help="Also time real Keras CPU runs.")
-    parser.add_argument("--steps", type=int, default=20, help="Keras: steps per epoch.")
+    parser.add_argument("--no-mlperf", action="store_true", help="Skip the MLPerf part.")
+    parser.add_argument("--cpu-bench", type=Path,
+                        default=REPO / "benchmarks" / "results" / "cpu_bench.csv",
+                        help="Keras: CPU layer benchmark rows to train the CPU predictor on.")
+    parser.add_argument("--steps", type=int, default=60, help="Keras: steps per epoch.")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
     from layerwise.predictor import LayerPredictor, default_predictor
 
-    predictor = LayerPredictor.load(args.predictor) if args.predictor else default_predictor()
     out: dict = {"predictor": str(args.predictor or "default"), "shrinkage": args.shrinkage}
-
-    obs, points, skipped = mlperf_observations(predictor)
-    print(f"MLPerf: {len(obs)} runs of {obs['system'].nunique()} systems priced; "
-          f"{len(skipped)} runs skipped (hardware the catalog or predictor lacks)")
-    per_system = obs.assign(ratio=obs["actual"] / obs["predicted"]).groupby(
-        ["system", "hardware"])["ratio"].agg(["size", "median", "min", "max"])
-    print(per_system.to_string(float_format=lambda v: f"{v:.3g}"))
-    rows = calibrated_errors(obs, "system", args.shrinkage) + e2e_errors(points, obs, "system")
-    table = summarise(rows)
-    print(table.to_markdown(index=False, floatfmt=".1f"))
-    out["mlperf"] = {"table": table.to_dict(orient="records"),
-                     "ratios": per_system.reset_index().to_dict(orient="records"),
-                     "skipped": skipped}
-
+    if not args.no_mlperf:
+        predictor = LayerPredictor.load(args.predictor) if args.predictor \
+            else default_predictor()
+        out["mlperf"] = mlperf_part(predictor, args.shrinkage)
     if args.keras:
+        t0 = time.perf_counter()
+        cpu_predictor = LayerPredictor(model="gbt", random_state=args.seed).fit(
+            pd.read_csv(args.cpu_bench))
+        print(f"CPU predictor: GBT on {args.cpu_bench.name} "
+              f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
         runs, kpoints, logs = keras_runs(args.steps, args.seed)
-        kobs = keras_observations(runs, predictor)
+        kobs = keras_observations(runs, cpu_predictor)
         ratios = kobs.assign(ratio=kobs["actual"] / kobs["predicted"])
         print(ratios[["network", "batch_size", "iterations", "actual", "predicted", "ratio"]]
               .sort_values(["network", "batch_size"]).to_string(index=False,
@@ -254,6 +268,8 @@ def main() -> None:
         ktable = summarise(krows)
         print(ktable.to_markdown(index=False, floatfmt=".1f"))
         out["keras_cpu"] = {"table": ktable.to_dict(orient="records"),
+                            "cpu_bench": str(args.cpu_bench), "steps_per_epoch": args.steps,
+                            "epochs": EPOCHS,
                             "runs": ratios.to_dict(orient="records"), "logs": logs}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,10 @@ In ONE process:
    ``model.fit`` per-batch time (median of batch-to-batch intervals) and a bare
    ``tf.function`` train step, repetitions interleaved across networks;
 4. forecast each network with ``forecast_network`` (per-call overhead counted once and
-   per layer) and report the error against both measurements.
+   per layer) and report the error against both measurements; the same forecast with the
+   network's own layers timed directly ("measured-layers") separates the composition error
+   from the predictor error; ``lono_*`` rescales a forecast by the measured/predicted ratio of
+   the two other networks (leave-one-network-out calibration).
 
 Usage (from the repository root):
     .venv/bin/python benchmarks/cpu_networks.py --samples 4000 --bench-minutes 14 \
@@ -34,7 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from layerwise.bench import TimingPlan, run_campaign  # noqa: E402
+from layerwise.bench import TimingPlan, bench_row, run_campaign  # noqa: E402
 from layerwise.forecast import forecast_network  # noqa: E402
 from layerwise.layers import LAYER_TYPES, layer_of  # noqa: E402
 from layerwise.network import build_application, spec_to_keras  # noqa: E402
@@ -151,6 +154,37 @@ class HgbLayerPredictor:
             out.loc[sel, "predicted_ms"] = np.exp(log_ms)
             out.loc[sel, "low_ms"] = np.exp(log_ms + lo)
             out.loc[sel, "high_ms"] = np.exp(log_ms + hi)
+        return out
+
+
+class MeasuredLayers:
+    """"Oracle" predictor: times each requested layer row right now (bench_row, cached).
+
+    Forecasting with it isolates the error of composing layer times into a network time
+    from the error of the learned predictor.
+    """
+
+    def __init__(self, plan: TimingPlan):
+        self.plan = plan
+        self.cache: dict[tuple, dict] = {}
+        self.known_layers = set(LAYER_TYPES)
+
+    def predict(self, rows: pd.DataFrame) -> pd.DataFrame:
+        out = pd.DataFrame(index=rows.index, columns=["predicted_ms", "low_ms", "high_ms"],
+                           dtype=float)
+        for idx, row in rows.iterrows():
+            layer = layer_of(row)
+            cols = ("layer", *LAYER_TYPES[layer].columns, "optimizer")
+            clean = {c: row[c] for c in cols if c in row.index}
+            clean["layer"] = layer
+            key = tuple(sorted((k, str(v)) for k, v in clean.items()))
+            if key not in self.cache:
+                self.cache[key] = bench_row({**clean, "precision": 32, "index": 0}, "cpu",
+                                            self.plan)
+            rec = self.cache[key]
+            if rec["status"] != "ok":
+                raise RuntimeError(f"measuring {clean} failed: {rec['error']}")
+            out.loc[idx] = [rec["time_ms_median"], rec["time_ms_min"], rec["time_ms_max"]]
         return out
 
 
@@ -277,6 +311,19 @@ def measure_networks(optimizer: str, reps: int, steps: int) -> dict:
 # --------------------------------------------------------------------------- main
 
 
+def calibrate_leave_one_network_out(results: list[dict]) -> None:
+    """Add ``lono_ms``/``lono_error_pct``: the forecast scaled by the geometric mean of
+    measured/predicted (Keras fit) of the OTHER networks, same predictor and overhead mode."""
+    for r in results:
+        others = [o for o in results if o["predictor"] == r["predictor"]
+                  and o["call_overhead"] == r["call_overhead"] and o["network"] != r["network"]]
+        factor = math.exp(statistics.mean(math.log(o["fit_ms"] / o["predicted_ms"])
+                                          for o in others)) if others else 1.0
+        r["lono_factor"] = factor
+        r["lono_ms"] = r["predicted_ms"] * factor
+        r["lono_error_pct"] = 100 * (r["lono_ms"] - r["fit_ms"]) / r["fit_ms"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", default="benchmarks/results/cpu_bench.csv")
@@ -328,10 +375,13 @@ def main(argv: list[str] | None = None) -> int:
     measured = measure_networks(args.optimizer, args.reps, args.steps)
     measure_s = time.perf_counter() - start
 
-    # 4. forecasts
+    # 4. forecasts (the oracle times each layer of the networks now, in this process)
+    plan = TimingPlan(warmup=3, reps=5, target_rep_ms=args.target_ms)
+    start = time.perf_counter()
+    oracle = MeasuredLayers(plan)
     results = []
     for net, m in measured.items():
-        for pname, predictor in fitted.items():
+        for pname, predictor in [*fitted.items(), ("measured-layers", oracle)]:
             for overhead in ("once", "per-layer"):
                 fc = forecast_network(m["model"], device="cpu", batch_size=m["batch_size"],
                                       optimizer=args.optimizer, predictor=predictor,
@@ -350,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
                     "layers": fc["layers_count"], "rough_layers": len(fc["unknown_layers"]),
                     "gflops_per_batch": fc["flops_per_batch"] / 1e9,
                 })
+    oracle_s = time.perf_counter() - start
+    calibrate_leave_one_network_out(results)
     summary = {
         "command": "python " + " ".join(sys.argv),
         "device": camp.device, "optimizer": args.optimizer,
@@ -360,19 +412,21 @@ def main(argv: list[str] | None = None) -> int:
         "measured": {k: {kk: vv for kk, vv in v.items() if kk != "model"}
                      for k, v in measured.items()},
         "measure_seconds": measure_s,
+        "oracle_seconds": oracle_s,
         "forecasts": results,
         "total_seconds": time.perf_counter() - t0,
     }
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(summary, indent=2, default=float) + "\n")
-    print(pd.DataFrame(results).drop(columns=["layers", "gflops_per_batch"]).round(2)
-          .to_string(index=False))
+    table = pd.DataFrame(results).drop(columns=["layers", "gflops_per_batch", "lono_factor",
+                                                "lono_ms"])
+    print(table.round(2).to_string(index=False))
     for name, h in holdout.items():
         print(f"\nhold-out ({name}):")
         print(pd.DataFrame(h["per_layer"]).T.round(2).to_string())
     print(f"\ntotal {summary['total_seconds']:.0f} s (bench {bench_s:.0f} s, "
-          f"networks {measure_s:.0f} s)")
+          f"networks {measure_s:.0f} s, layer oracle {oracle_s:.0f} s)")
     return 0 if all(math.isfinite(r["predicted_ms"]) for r in results) else 1
 
 

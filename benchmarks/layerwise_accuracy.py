@@ -160,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None, help="justus2018 folder")
     parser.add_argument("--models", default="gbt,linear,mlp,resmlp")
     parser.add_argument("--logo-models", default="gbt,linear")
-    parser.add_argument("--gbt-iter", type=int, default=600)
-    parser.add_argument("--gbt-leaves", type=int, default=63)
+    parser.add_argument("--gbt-iter", type=int, default=1000)
+    parser.add_argument("--gbt-leaves", type=int, default=127)
     parser.add_argument("--mlp-epochs", type=int, default=30)
     parser.add_argument("--mlp-max-rows", type=int, default=40000)
     parser.add_argument("--nrows", type=int, default=None, help="rows per file (quick runs)")
@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     val = study["validation"].set_index(["layer", "model"])
     md += ["", "### validation split (all GPUs pooled)", "", to_markdown(val, 4)]
     payload["validation"] = study["validation"].to_dict("records")
+    print("\n".join(md), flush=True)
 
     if not args.skip_logo:
         logo_models = [m for m in args.logo_models.split(",") if m]
@@ -202,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             part.index.name = "held_out"
             md += ["", f"## Leave-one-GPU-out, {layer}", "", to_markdown(part, 3)]
     text = "\n".join(md)
-    print(text)
+    print("\n".join(md[md.index("## Leave-one-GPU-out, conv") - 1:]) if not args.skip_logo
+          else "")
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
     if args.json_out:

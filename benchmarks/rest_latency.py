@@ -135,6 +135,8 @@ def main() -> None:
     parser.add_argument("--cold-reps", type=int, default=8, help="Cold layerwise requests.")
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--predictor", type=Path, default=None,
+                        help="Layer predictor folder (default: the shipped one, if any).")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -148,9 +150,11 @@ def main() -> None:
         fit_store(store)
         models = load_models(store)
         uri = f"sqlite:///{folder / 'mlflow.db'}"
-        has_predictor = default_predictor_dir() is not None
+        predictor_dir = args.predictor or default_predictor_dir()
+        has_predictor = predictor_dir is not None
         t0 = time.perf_counter()
-        reg = register_forecaster(store, tracking_uri=uri, calibrate=has_predictor)
+        reg = register_forecaster(store, tracking_uri=uri, predictor_dir=predictor_dir,
+                                  calibrate=has_predictor)
         register_s = time.perf_counter() - t0
         port = free_port()
         log = open(folder / "server.log", "w")  # noqa: SIM115 - closed below
@@ -234,7 +238,8 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
-            "register_s": register_s, "server_ready_s": ready_s, "cpus": cpu,
+            "predictor": str(predictor_dir), "register_s": register_s,
+            "server_ready_s": ready_s, "cpus": cpu,
             "first_layerwise_ms": lw_first_ms, "variants": results, "concurrent": conc,
         }, indent=2) + "\n")
 

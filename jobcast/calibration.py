@@ -174,9 +174,9 @@ def layerwise_observations(runs: pd.DataFrame, predictor=None) -> tuple[pd.DataF
             req = JobRequest(network=run.network, deployment=run.deployment,
                              batch_size=int(run.batch_size), iterations=1)
             try:
-                cache[key] = layerwise_forecast(req, "calibration", predictor=predictor)
+                cache[key] = layerwise_forecast(req, "", predictor=predictor)
             except (LookupError, ValueError) as exc:
-                cache[key] = str(exc)
+                cache[key] = str(exc).split("no layerwise forecast: ", 1)[-1]
         step = cache[key]
         if isinstance(step, str):
             skipped.append(f"{run.source}: {step}")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from jobcast import cli_bench, cli_prometheus  # TEMP
+from jobcast import cli_bench, cli_layerwise, cli_prometheus
 from jobcast.output import console, emit_json, fail
 
 app = typer.Typer(
@@ -260,7 +260,7 @@ def demo(
     sys.exit(run_demo(workdir))
 
 
-# TEMP cli_layerwise.register(app)
+cli_layerwise.register(app)
 cli_prometheus.register(app)
 cli_bench.register(app)
 

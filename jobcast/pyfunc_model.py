@@ -276,7 +276,7 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
             rows.append(output_row(self.forecast(req)))
         bad = [(i, r["error"]) for i, r in enumerate(rows) if r["error"] is not None]
         if bad and mode == "raise":
-            listed = "; ".join(f"row {i}: {msg}" for i, msg in bad[:20])
+            listed = "; ".join(f"row {i}: {msg.rstrip('.')}" for i, msg in bad[:20])
             more = f"; and {len(bad) - 20} more" if len(bad) > 20 else ""
             raise mlflow.exceptions.MlflowException.invalid_parameter_value(
                 f"{len(bad)} of {len(rows)} job(s) cannot be forecast (rows count from 0): "

@@ -35,7 +35,7 @@ def held_out_predictions(points: pd.DataFrame, models: list[FittedModel]) -> pd.
                 {"iterations": [final["iterations"]], "batch_size": [final["batch_size"]]}
             )
             rest = key[key["run_id"] != run]
-            if len(runs) >= 2:
+            if len(runs) >= 2 and len(rest) >= 2:
                 est = PhaseTimeModel(form=m.estimator.form_, weighting=m.estimator.weighting)
                 est.fit(rest[["iterations", "batch_size"]], rest["seconds"], rest["run_id"])
                 kind = "held out"

@@ -325,11 +325,12 @@ def log_layerwise_run(
     tracking_uri: str | None = None,
     store_url: str | None = None,
     experiment: str = LAYERWISE_EXPERIMENT,
+    title: str = "jobcast layerwise train: held-out layer times",
 ) -> str:
     """Log one ``jobcast layerwise train`` as an MLflow run; returns the run id.
 
-    ``actual_ms`` / ``predicted_ms`` (/ ``labels``, e.g. layer type) are the held-out rows the
-    metrics were computed on: they become ``held_out_predictions.csv`` and the plot.
+    ``actual_ms`` / ``predicted_ms`` (/ ``labels``, e.g. layer type): rows to plot (say which
+    in ``title``); they are also saved as ``predictions.csv``.
     ``data_paths``: the benchmark CSVs trained on (fingerprinted by content);
     ``predictor_dir``: the saved predictor, logged under ``predictor/``.
     """
@@ -352,12 +353,12 @@ def log_layerwise_run(
             if labels is not None:
                 frame["label"] = list(labels)
             with tempfile.TemporaryDirectory() as tmp:
-                csv_path = Path(tmp) / "held_out_predictions.csv"
+                csv_path = Path(tmp) / "predictions.csv"
                 frame.to_csv(csv_path, index=False)
                 mlflow.log_artifact(str(csv_path))
             fig = predicted_vs_actual_figure(
                 frame["actual_ms"], frame["predicted_ms"], labels,
-                title="jobcast layerwise train: held-out layer times", unit="ms",
+                title=title, unit="ms",
             )
             mlflow.log_figure(fig, "predicted_vs_actual.png")
         if predictor_dir is not None and Path(predictor_dir).is_dir():
@@ -368,3 +369,38 @@ def log_layerwise_run(
 def _param(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text[:6000]
+
+
+def log_layerwise_training(predictor, rows: pd.DataFrame, *, out_dir: str | os.PathLike[str],
+                           data_paths: Sequence[str | os.PathLike[str]], params: dict[str, Any],
+                           tracking_uri: str | None = None, plot_rows: int = 4000,
+                           seed: int = 0) -> str:
+    """``log_layerwise_run`` for a fitted ``LayerPredictor`` and the rows it was trained on.
+
+    Metrics: the validation MAPE and RMSE of the model chosen for each layer type (from
+    ``predictor.validation_table()``). The plot and CSV show up to ``plot_rows`` training rows
+    predicted by the final (refitted) predictor, so they are in-sample: a visual check of fit
+    and spread, not the validation error.
+    """
+    from layerwise.predictor import layer_types, training_rows
+
+    table = predictor.validation_table()
+    chosen = table[table["chosen"]]
+    metrics = {}
+    for rec in chosen.to_dict(orient="records"):
+        metrics[f"val_mape_{rec['layer']}"] = float(rec["mape"])
+        metrics[f"val_rmse_ms_{rec['layer']}"] = float(rec["rmse_ms"])
+    if len(chosen):
+        metrics["val_mape_mean"] = float(chosen["mape"].mean())
+    usable = training_rows(rows)
+    sample = usable.sample(n=min(plot_rows, len(usable)), random_state=seed) if len(usable) \
+        else usable
+    predicted = predictor.predict(sample)["predicted_ms"] if len(sample) else pd.Series([])
+    return log_layerwise_run(
+        params={**params, "rows": len(rows), "layers": sorted(predictor.known_layers)},
+        metrics=metrics, actual_ms=sample["time_ms_median"].to_numpy(float),
+        predicted_ms=predicted.to_numpy(float), labels=list(layer_types(sample)),
+        data_paths=data_paths, predictor_dir=out_dir, tracking_uri=tracking_uri,
+        title="jobcast layerwise train: training rows, final predictor (in-sample)",
+    )
+

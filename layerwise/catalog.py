@@ -75,7 +75,7 @@ class GpuSpec:
 
 
 def normalize_name(name: str) -> str:
-    """Lower-case key without vendor words, spaces or punctuation ("Tesla V100-SXM2" -> "v100sxm2")."""
+    """Key without case, vendor words, spaces, punctuation ("Tesla V100-SXM2" -> "v100sxm2")."""
     text = str(name).lower()
     for word in _NOISE_WORDS:
         text = re.sub(rf"\b{word}\b", " ", text)

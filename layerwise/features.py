@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from layerwise.catalog import HW_KEYS, UnknownGpuError, resolve_gpu
-from layerwise.layers import ACTIVATIONS, OPTIMIZERS, PADDINGS, POOL_TYPES, LAYER_TYPES
+from layerwise.layers import ACTIVATIONS, LAYER_TYPES, OPTIMIZERS, PADDINGS, POOL_TYPES
 
 NUMERIC_HW = tuple(k for k in HW_KEYS if k != "hw_kind")
 # Features that carry the device's identity; hardware-agnostic models drop them.

@@ -201,10 +201,7 @@ class LayerPredictor:
 
     # ------------------------------------------------------------------ fitting
     def _candidates_for(self, layer: str) -> tuple[str, ...]:
-        if isinstance(self.model, Mapping):
-            choice = self.model.get(layer, "auto")
-        else:
-            choice = self.model
+        choice = self.model.get(layer, "auto") if isinstance(self.model, Mapping) else self.model
         names = self.candidates if choice == "auto" else (choice,)
         for name in names:
             if name not in ESTIMATORS:

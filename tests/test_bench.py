@@ -81,6 +81,12 @@ def test_every_optimizer_runs_a_training_step():
     for opt in ("sgd", "adadelta", "adagrad", "momentum", "adam", "rmsprop"):
         out = bench_row({**row, "optimizer": opt}, "cpu", FAST)
         assert out["status"] == "ok", (opt, out["error"])
+        assert out["backward"] == "upstream" and out["grad_input"] is True
+    paper = TimingPlan(warmup=1, reps=2, runs=1, grad_input=False, backward="mse")
+    out = bench_row({**row, "optimizer": "adam"}, "cpu", paper)
+    assert out["status"] == "ok" and out["backward"] == "mse" and out["grad_input"] is False
+    with pytest.raises(ValueError, match="backward"):
+        TimingPlan(backward="l1")
 
 
 def test_invalid_configuration_is_a_failed_row():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -209,9 +210,10 @@ def test_layerwise_rows_load_the_same_in_a_fresh_process(registered, tmp_path):
     here = _load(uri, reg.model_uri).predict(jobs)
     assert here["route"].tolist() == ["layerwise"] and here["seconds"][0] > 0
     code = (
-        "import json, mlflow, pandas as pd\n"
+        "import io, json, mlflow, pandas as pd\n"
         f"m = mlflow.pyfunc.load_model({reg.model_uri!r})\n"
-        f"df = pd.read_json({jobs.to_json(orient='split')!r}, orient='split', dtype=False)\n"
+        f"df = pd.read_json(io.StringIO({jobs.to_json(orient='split')!r}), orient='split',"
+        " dtype=False)\n"
         "df = df.astype({'iterations': 'float64', 'image_size': 'float64'})\n"
         "print(json.dumps(m.predict(df).to_dict(orient='records')))\n"
     )
@@ -220,3 +222,34 @@ def test_layerwise_rows_load_the_same_in_a_fresh_process(registered, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     there = json.loads(proc.stdout.strip().splitlines()[-1])
     assert there[0]["seconds"] == here["seconds"][0] and there[0]["model"] == here["model"][0]
+
+
+def test_cli_register_and_serve_refusals(registered, tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from jobcast import cli_mlflow
+
+    app = typer.Typer()
+    cli_mlflow.register(app)
+    store, _, _ = registered
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    runner = CliRunner()
+    result = runner.invoke(app, ["register", "--store", store.url, "--tracking-uri", uri,
+                                 "--no-calibrate", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["version"] == "1" and report["promoted"] and report["alias"] == "champion"
+
+    empty = f"sqlite:///{tmp_path / 'empty.db'}"
+    result = runner.invoke(app, ["register", "--store", empty, "--tracking-uri", uri])
+    assert result.exit_code == 2 and "run `jobcast fit` first" in result.output
+
+    result = runner.invoke(app, ["serve", "--tracking-uri", uri, "--alias", "nope"])
+    assert result.exit_code == 2 and "no alias 'nope'" in result.output
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        result = runner.invoke(app, ["serve", "--tracking-uri", uri, "--port", str(port)])
+    assert result.exit_code == 2 and "in use" in result.output

@@ -138,5 +138,38 @@ def test_layerwise_run_logs_metrics_plot_and_predictor(tmp_path):
     assert run.data.params["data_fingerprint"] == fingerprint_files(data)
     assert run.data.metrics == {"mape_conv": 9.5}  # non-finite metrics are left out
     paths = {a.path for a in client.list_artifacts(run_id)}
-    assert {"predicted_vs_actual.png", "held_out_predictions.csv", "predictor"} <= paths
+    assert {"predicted_vs_actual.png", "predictions.csv", "predictor"} <= paths
     assert [a.path for a in client.list_artifacts(run_id, "predictor")] == ["predictor/model.json"]
+
+
+def test_layerwise_training_run_from_a_fitted_predictor(tmp_path):
+    import mlflow
+
+    from jobcast.tracking import log_layerwise_training
+    from layerwise.predictor import LayerPredictor
+
+    files = sorted((DATA / "justus2018").glob("*_slice.csv.gz"))
+    frames = []
+    for path in files:
+        frame = pd.read_csv(path)
+        frame.insert(0, "layer", path.name.split("_")[0])
+        frames.append(frame)
+    rows = pd.concat(frames, ignore_index=True)
+    predictor = LayerPredictor(model="linear").fit(rows)
+    out = predictor.save(tmp_path / "predictor")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run_id = log_layerwise_training(predictor, rows, out_dir=out, data_paths=files,
+                                    params={"models": "linear"}, tracking_uri=uri, plot_rows=300)
+    client = mlflow.MlflowClient(uri)
+    run = client.get_run(run_id)
+    table = predictor.validation_table()
+    assert run.data.metrics["val_mape_conv"] == pytest.approx(
+        float(table[table.chosen & (table.layer == "conv")]["mape"].iloc[0]))
+    assert set(run.data.params["layers"].strip("[]").replace('"', "").split(", ")) == {
+        "conv", "dense"}
+    artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
+    plotted = pd.read_csv(artifacts / "predictions.csv")
+    assert len(plotted) == 300 and set(plotted["label"]) == {"conv", "dense"}
+    assert (plotted["predicted_ms"] > 0).all()
+    assert (artifacts / "predictor" / "predictor.json").is_file()
+    assert LayerPredictor.load(artifacts / "predictor").known_layers == predictor.known_layers

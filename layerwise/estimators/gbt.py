@@ -34,49 +34,53 @@ def _float32_ceil(values: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Forest:
-    """Flat arrays of a boosted forest: node ``i`` splits on ``feature[i] <= threshold[i]``."""
+    """Flat arrays of a boosted forest.
 
-    feature: np.ndarray  # int32, -1 for leaves
-    threshold: np.ndarray  # float64
-    left: np.ndarray  # int32, global node index
-    right: np.ndarray  # int32
-    value: np.ndarray  # float64 leaf values (0 for inner nodes)
-    roots: np.ndarray  # int32, first node of each tree
+    Inner node ``i`` sends a row left when ``x[feature[i]] <= threshold[i]``. A child (or a
+    root) ``c >= 0`` is an inner node; ``c < 0`` is leaf ``~c`` with value ``value[~c]``.
+    """
+
+    feature: np.ndarray  # int16, per inner node
+    threshold: np.ndarray  # float64 (stored as float32), per inner node
+    left: np.ndarray  # int32, per inner node
+    right: np.ndarray  # int32, per inner node
+    value: np.ndarray  # float64 (stored as float32), per leaf
+    roots: np.ndarray  # int32, per tree
     baseline: float
     depth: int
 
-    def predict(self, X: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    def predict(self, X: np.ndarray, chunk: int = 2048) -> np.ndarray:
         """Sum of the trees' leaf values plus the baseline, for each row of ``X``."""
         X = np.asarray(X, dtype=np.float64)
         out = np.empty(len(X))
-        is_leaf = self.feature < 0
-        feature = np.where(is_leaf, 0, self.feature)
+        feature = self.feature.astype(np.intp)
         for start in range(0, len(X), chunk):
             block = X[start:start + chunk]
             node = np.broadcast_to(self.roots, (len(block), len(self.roots))).copy()
-            rows = np.arange(len(block))[:, None]
-            for _ in range(self.depth):
-                leaf = is_leaf[node]
-                if leaf.all():
+            for _ in range(self.depth + 1):
+                rows, trees = np.nonzero(node >= 0)
+                if len(rows) == 0:
                     break
-                go_left = block[rows, feature[node]] <= self.threshold[node]
-                step = np.where(go_left, self.left[node], self.right[node])
-                node = np.where(leaf, node, step)
-            out[start:start + chunk] = self.baseline + self.value[node].sum(axis=1)
+                inner = node[rows, trees]
+                go_left = block[rows, feature[inner]] <= self.threshold[inner]
+                node[rows, trees] = np.where(go_left, self.left[inner], self.right[inner])
+            out[start:start + chunk] = self.baseline + self.value[~node].sum(axis=1)
         return out
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {
             "feature": self.feature.astype(np.int16),
             "threshold": self.threshold.astype(np.float32),
-            "left": self.left, "right": self.right,
-            "value": self.value.astype(np.float32), "roots": self.roots,
+            "left": self.left.astype(np.int32),
+            "right": self.right.astype(np.int32),
+            "value": self.value.astype(np.float32),
+            "roots": self.roots.astype(np.int32),
         }
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], baseline: float, depth: int) -> Forest:
         return cls(
-            feature=arrays["feature"].astype(np.int32),
+            feature=arrays["feature"].astype(np.int16),
             threshold=arrays["threshold"].astype(np.float64),
             left=arrays["left"].astype(np.int32),
             right=arrays["right"].astype(np.int32),
@@ -90,31 +94,36 @@ class Forest:
     def from_sklearn(cls, model: Any) -> Forest:
         """Export a fitted single-output ``HistGradientBoostingRegressor``."""
         features, thresholds, lefts, rights, values, roots = [], [], [], [], [], []
-        offset, depth = 0, 0
+        n_inner = n_leaf = depth = 0
         for (tree,) in model._predictors:  # one predictor per iteration (single output)
             nodes = tree.nodes
             if nodes["is_categorical"].any():
                 raise ValueError("categorical splits are not supported in the export")
             leaf = nodes["is_leaf"].astype(bool)
-            features.append(np.where(leaf, -1, nodes["feature_idx"]).astype(np.int32))
-            thresholds.append(np.where(leaf, 0.0, nodes["num_threshold"]))
-            lefts.append(np.where(leaf, 0, nodes["left"].astype(np.int64) + offset))
-            rights.append(np.where(leaf, 0, nodes["right"].astype(np.int64) + offset))
-            values.append(np.where(leaf, nodes["value"], 0.0))
-            roots.append(offset)
+            # New index of every node: inner nodes count up from n_inner, leaves are ~index.
+            new = np.empty(len(nodes), dtype=np.int64)
+            new[~leaf] = n_inner + np.arange((~leaf).sum())
+            new[leaf] = ~(n_leaf + np.arange(leaf.sum()))
+            inner = nodes[~leaf]
+            features.append(inner["feature_idx"])
+            thresholds.append(inner["num_threshold"])
+            lefts.append(new[inner["left"].astype(np.int64)])
+            rights.append(new[inner["right"].astype(np.int64)])
+            values.append(nodes["value"][leaf])
+            roots.append(new[0])
             depth = max(depth, int(nodes["depth"].max()))
-            offset += len(nodes)
-        baseline = float(np.ravel(model._baseline_prediction)[0])
+            n_inner += int((~leaf).sum())
+            n_leaf += int(leaf.sum())
         return cls(
-            feature=np.concatenate(features),
+            feature=np.concatenate(features).astype(np.int16),
             # float32 storage keeps the saved model small; the exported forest, not the
             # sklearn object, makes every prediction, so fit and load agree exactly.
-            threshold=_float32_ceil(np.concatenate(thresholds)),
+            threshold=_float32_ceil(np.concatenate(thresholds).astype(np.float64)),
             left=np.concatenate(lefts).astype(np.int32),
             right=np.concatenate(rights).astype(np.int32),
             value=np.concatenate(values).astype(np.float32).astype(np.float64),
             roots=np.asarray(roots, dtype=np.int32),
-            baseline=baseline,
+            baseline=float(np.ravel(model._baseline_prediction)[0]),
             depth=depth,
         )
 
@@ -131,17 +140,21 @@ class GbtEstimator(Estimator):
     training device. The *transfer* forest sees only hardware-agnostic features plus FP32
     lanes per core and predicts ``log(time) - log(FLOPs / peak)``, so a device never seen
     in training is scaled by its catalog peak FLOPS; it serves all other rows.
+
+    With fewer than ``early_stopping_below`` rows (e.g. a small CPU campaign) boosting stops
+    early on an internal 10 % validation split instead of running all ``max_iter`` rounds.
     """
 
     name: ClassVar[str] = "gbt"
 
-    max_iter: int = 600
+    max_iter: int = 1000
     learning_rate: float = 0.1
-    max_leaf_nodes: int = 63
+    max_leaf_nodes: int = 127
     min_samples_leaf: int = 10
     l2_regularization: float = 0.0
     transfer: bool = True
     transfer_max_iter: int = 300
+    early_stopping_below: int = 20000
     random_state: int = 0
 
     def __post_init__(self) -> None:
@@ -160,7 +173,9 @@ class GbtEstimator(Estimator):
             max_leaf_nodes=self.max_leaf_nodes,
             min_samples_leaf=min(self.min_samples_leaf, max(1, len(X) // 4)),
             l2_regularization=self.l2_regularization,
-            early_stopping=False,
+            early_stopping=len(X) < self.early_stopping_below,
+            validation_fraction=0.1,
+            n_iter_no_change=20,
             random_state=self.random_state,
         )
         model.fit(X.to_numpy(np.float64), y)
@@ -234,5 +249,5 @@ class GbtEstimator(Estimator):
     def n_nodes(self) -> int:
         """Nodes in the forests (a size measure)."""
         check_fitted(self, "_forest")
-        extra = len(self._transfer.feature) if self._transfer is not None else 0
-        return len(self._forest.feature) + extra
+        forests = [f for f in (self._forest, self._transfer) if f is not None]
+        return sum(len(f.feature) + len(f.value) for f in forests)

@@ -1,0 +1,192 @@
+"""``jobcast layerwise``: train layer predictors and predict layer times from CSV files.
+
+Heavy imports (pandas, the predictor, TensorFlow for MLP candidates) happen inside the
+commands; ``predict`` never imports TensorFlow (saved models are numpy arrays).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+MODEL_NAMES = ("gbt", "mlp", "resmlp", "linear")
+
+layerwise_app = typer.Typer(
+    help="Layer-time predictors: train on benchmark CSVs, predict per-layer times.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``layerwise`` sub-command group to ``app``."""
+    app.add_typer(layerwise_app, name="layerwise")
+
+
+def read_rows(path: Path):
+    """Rows of one benchmark CSV (optionally .gz) with a ``layer`` column filled in."""
+    import pandas as pd
+
+    from layerwise.predictor import layer_types
+
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        frame = pd.read_csv(path)
+    except pd.errors.ParserError as exc:
+        raise ValueError(f"{path}: not a readable CSV ({exc})") from None
+    except (UnicodeDecodeError, OSError, EOFError) as exc:
+        raise ValueError(f"{path}: cannot read ({exc})") from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: empty file") from None
+    if frame.empty:
+        raise ValueError(f"{path}: no data rows")
+    frame["layer"] = layer_types(frame)
+    return frame
+
+
+def _parse_models(models: str) -> tuple[str, ...]:
+    names = tuple(m.strip() for m in models.split(",") if m.strip())
+    bad = [m for m in names if m not in MODEL_NAMES]
+    if bad or not names:
+        raise ValueError(
+            f"--models: unknown model(s) {', '.join(bad) or '(none)'}; "
+            f"choose from {', '.join(MODEL_NAMES)}"
+        )
+    return names
+
+
+@layerwise_app.command("train")
+def train(
+    data: list[Path] = typer.Option(..., "--data", help="Benchmark CSV(s) (repeat the option)."),
+    out: Path = typer.Option(..., "--out", help="Folder to write the predictor to."),
+    models: str = typer.Option(
+        "gbt,linear,mlp,resmlp", "--models",
+        help="Candidates, chosen per layer type by validation MAPE."),
+    val_fraction: float = typer.Option(
+        0.1, "--val-fraction", min=0.01, max=0.5, help="Validation share of each GPU's rows."),
+    seed: int = typer.Option(0, "--seed", help="Random seed (split, models)."),
+    gbt_iter: int = typer.Option(1000, "--gbt-iter", min=1, help="Boosting iterations."),
+    mlp_epochs: int = typer.Option(30, "--mlp-epochs", min=1, help="MLP training epochs."),
+    mlp_max_rows: int = typer.Option(
+        40000, "--mlp-max-rows", min=100, help="MLPs train on a random subsample of this size."),
+    as_json: bool = typer.Option(False, "--json", help="Print the validation table as JSON."),
+) -> None:
+    """Train a layer predictor (one model per layer type) and save it to --out."""
+    import logging
+
+    import pandas as pd
+
+    from jobcast.output import console, emit_json, err_console, fail
+    from layerwise.features import FeatureError
+    from layerwise.predictor import LayerPredictor
+
+    try:
+        names = _parse_models(models)
+        frames = [read_rows(p) for p in data]
+    except ValueError as exc:
+        fail(str(exc))
+    rows = pd.concat(frames, ignore_index=True)
+    params = {
+        "gbt": {"max_iter": gbt_iter},
+        "mlp": {"epochs": mlp_epochs, "max_rows": mlp_max_rows},
+        "resmlp": {"epochs": mlp_epochs, "max_rows": mlp_max_rows},
+    }
+    if not as_json:
+        logger = logging.getLogger("layerwise.predictor")
+        if not logger.handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        err_console.print(
+            f"training on {len(rows)} rows from {len(data)} file(s): {', '.join(names)}")
+    predictor = LayerPredictor(candidates=names, params=params, val_fraction=val_fraction,
+                               random_state=seed)
+    try:
+        predictor.fit(rows)
+    except (ValueError, FeatureError) as exc:
+        fail(str(exc))
+    except ImportError as exc:
+        fail(f"{exc}: MLP candidates need TensorFlow (pip install 'jobcast[tf]') "
+             "or use --models gbt,linear")
+    predictor.save(out)
+    table = predictor.validation_table()
+    if as_json:
+        emit_json({"out": str(out), "validation": table.to_dict("records")})
+        return
+    from rich.table import Table
+
+    view = Table(title=f"validation ({val_fraction:.0%} per GPU) — saved to {out}")
+    for col in ("layer", "model", "chosen", "MAPE %", "RMSE ms", "rows", "fit s"):
+        view.add_column(col)
+    for rec in table.to_dict("records"):
+        view.add_row(rec["layer"], rec["model"], "yes" if rec["chosen"] else "",
+                     f"{rec['mape']:.2f}", f"{rec['rmse_ms']:.4g}", str(rec["n"]),
+                     f"{rec['fit_s']:.1f}")
+    console.print(view)
+
+
+@layerwise_app.command("predict")
+def predict(
+    data: Path = typer.Option(..., "--data", help="CSV of layer rows (published layout)."),
+    out: Path = typer.Option(..., "--out", help="CSV to write: the rows plus predictions."),
+    model: Path | None = typer.Option(
+        None, "--model", help="Saved predictor folder (default: the shipped one)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+) -> None:
+    """Add predicted_ms, low_ms, high_ms to every row of --data and write --out."""
+    from jobcast.output import console, emit_json, fail
+    from layerwise.features import FeatureError
+    from layerwise.predictor import LayerPredictor, default_predictor
+
+    try:
+        rows = read_rows(data)
+        predictor = LayerPredictor.load(model) if model is not None else default_predictor()
+        pred = predictor.predict(rows)
+    except (ValueError, FeatureError, FileNotFoundError) as exc:
+        fail(str(exc))
+    result = rows.drop(columns=[c for c in pred.columns if c in rows.columns]).join(pred)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result.to_csv(out, index=False)
+    summary = {
+        "rows": int(len(result)),
+        "out": str(out),
+        "layers": {k: int(v) for k, v in rows["layer"].value_counts().items()},
+        "total_predicted_ms": float(pred["predicted_ms"].sum()),
+    }
+    if as_json:
+        emit_json(summary)
+    else:
+        console.print(f"wrote {summary['rows']} rows with predicted_ms, low_ms, high_ms to {out}")
+
+
+@layerwise_app.command("info")
+def info(
+    model: Path | None = typer.Option(
+        None, "--model", help="Saved predictor folder (default: the shipped one)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show the model chosen per layer type and its validation error."""
+    from jobcast.output import console, emit_json, fail
+    from layerwise.predictor import LayerPredictor, default_predictor
+
+    try:
+        predictor = LayerPredictor.load(model) if model is not None else default_predictor()
+    except (ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    payload = {
+        "layers": {k: {"model": lm.model, "gpus": lm.gpus, "n_train": lm.n_train,
+                       "validation": lm.validation.get(lm.model, {})}
+                   for k, lm in sorted(predictor.layers_.items())},
+        "info": predictor.info_,
+    }
+    if as_json:
+        emit_json(payload)
+        return
+    for layer, entry in payload["layers"].items():
+        val = entry["validation"]
+        console.print(
+            f"{layer}: {entry['model']} trained on {entry['n_train']} rows "
+            f"({', '.join(entry['gpus'])}); validation MAPE {val.get('mape', float('nan')):.2f} %,"
+            f" RMSE {val.get('rmse_ms', float('nan')):.4g} ms")
