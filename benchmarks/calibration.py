@@ -69,11 +69,10 @@ def calibrated_errors(obs: pd.DataFrame, group: str, shrinkage: float) -> list[d
         others = obs[obs[group] != key]
         for k in range(0, min(MAX_K, len(runs) - 1) + 1):
             train, test = runs.iloc[:k], runs.iloc[k:]
-            if k == 0:
-                cal = ScaleCalibrator(shrinkage=shrinkage).fit(others, others["actual"])
-            else:
-                both = pd.concat([others, train])
-                cal = ScaleCalibrator(shrinkage=shrinkage).fit(both, both["actual"])
+            # k = 0: only the other groups (another stack or network on the same hardware);
+            # k >= 1: the group's own first k runs (the others would pool software stacks).
+            fit_on = others if k == 0 else train
+            cal = ScaleCalibrator(shrinkage=shrinkage).fit(fit_on, fit_on["actual"])
             for run in test.itertuples(index=False):
                 one = pd.DataFrame([run._asdict()])
                 scale = cal.scale_for(run.network, run.hardware)

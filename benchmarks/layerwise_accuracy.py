@@ -111,6 +111,7 @@ def logo_study(rows: pd.DataFrame, models: list[str], args) -> pd.DataFrame:
         for name in models:
             start = time.perf_counter()
             pred = LayerPredictor(model=name, params=params, refit=False,
+                                  calibrate_unseen=not args.logo_no_intervals,
                                   random_state=args.seed).fit(train).predict(test)
             for layer in LAYERS:
                 sel = test["layer"] == layer
@@ -167,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nrows", type=int, default=None, help="rows per file (quick runs)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-logo", action="store_true")
+    parser.add_argument("--skip-random", action="store_true")
+    parser.add_argument("--logo-no-intervals", action="store_true",
+                        help="skip the leave-one-device-out interval calibration (faster)")
     parser.add_argument("--json", dest="json_out", default=None)
     parser.add_argument("--markdown", default=None)
     args = parser.parse_args(argv)
@@ -175,21 +179,24 @@ def main(argv: list[str] | None = None) -> int:
     rows = load_published(args.data_dir, nrows=args.nrows)
     models = [m for m in args.models.split(",") if m]
     print(f"{len(rows)} rows; models {models}", flush=True)
-    study = random_split_study(rows, models, args)
-    md = ["## Random 80/10/10 split per GPU (test 10 %)", ""]
-    md.append(f"Default chosen by validation MAPE: {study['chosen']}; fit seconds "
-              f"{ {k: round(v) for k, v in study['fit_seconds'].items()} }")
-    payload: dict = {"args": vars(args), "chosen": study["chosen"],
-                     "fit_seconds": study["fit_seconds"]}
-    for layer in LAYERS:
-        table = paper_table(study, layer)
-        table.index.name = "gpu"
-        md += ["", f"### {layer}", "", to_markdown(table, 3 if layer == "conv" else 4)]
-        payload[f"random_{layer}"] = table.reset_index().to_dict("records")
-    val = study["validation"].set_index(["layer", "model"])
-    md += ["", "### validation split (all GPUs pooled)", "", to_markdown(val, 4)]
-    payload["validation"] = study["validation"].to_dict("records")
-    print("\n".join(md), flush=True)
+    md: list[str] = []
+    payload: dict = {"args": vars(args)}
+    if not args.skip_random:
+        study = random_split_study(rows, models, args)
+        md += ["## Random 80/10/10 split per GPU (test 10 %)", ""]
+        md.append(f"Default chosen by validation MAPE: {study['chosen']}; fit seconds "
+                  f"{ {k: round(v) for k, v in study['fit_seconds'].items()} }")
+        payload.update(chosen=study["chosen"], fit_seconds=study["fit_seconds"])
+        for layer in LAYERS:
+            table = paper_table(study, layer)
+            table.index.name = "gpu"
+            md += ["", f"### {layer}", "", to_markdown(table, 3 if layer == "conv" else 4)]
+            payload[f"random_{layer}"] = table.reset_index().to_dict("records")
+        val = study["validation"].set_index(["layer", "model"])
+        md += ["", "### validation split (all GPUs pooled)", "", to_markdown(val, 4)]
+        payload["validation"] = study["validation"].to_dict("records")
+        print("\n".join(md), flush=True)
+    n_random = len(md)
 
     if not args.skip_logo:
         logo_models = [m for m in args.logo_models.split(",") if m]
@@ -203,8 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             part.index.name = "held_out"
             md += ["", f"## Leave-one-GPU-out, {layer}", "", to_markdown(part, 3)]
     text = "\n".join(md)
-    print("\n".join(md[md.index("## Leave-one-GPU-out, conv") - 1:]) if not args.skip_logo
-          else "")
+    print("\n".join(md[n_random:]))
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
     if args.json_out:

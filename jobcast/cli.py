@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from jobcast import cli_bench, cli_layerwise, cli_prometheus
-from jobcast.output import console, emit_json, fail
+from jobcast import cli_bench, cli_layerwise, cli_mlflow, cli_prometheus
+from jobcast.output import console, emit_json, err_console, fail
 
 app = typer.Typer(
     help="Forecast how long a CNN training job will take, before it runs.",
@@ -98,6 +98,12 @@ def runs(
 def fit(
     store: str | None = typer.Option(None, "--store", help=STORE_HELP),
     form: str = typer.Option("auto", help="auto, per_sample, per_iteration, iteration_and_sample."),
+    tracking_uri: str | None = typer.Option(
+        None,
+        "--tracking-uri",
+        help="MLflow tracking URI; default $MLFLOW_TRACKING_URI, else mlflow.db beside the store.",
+    ),
+    track: bool = typer.Option(True, "--track/--no-track", help="Log the fit as an MLflow run."),
     as_json: bool = typer.Option(False, "--json", help="Print the fitted models as JSON."),
 ) -> None:
     """Fit the end-to-end models (one per network x deployment x phase x stack)."""
@@ -112,6 +118,11 @@ def fit(
     if not models:
         fail("no models fitted: the store holds no runs (run `jobcast ingest PATH` first)")
     payload = models_payload(models)
+    if track:
+        from jobcast.tracking import log_fit_run
+
+        run_id = log_fit_run(st, models, tracking_uri=tracking_uri, form=form)
+        err_console.print(f"MLflow run {run_id}")
     if as_json:
         emit_json(payload)
     else:
@@ -262,6 +273,7 @@ def demo(
 
 cli_layerwise.register(app)
 cli_prometheus.register(app)
+cli_mlflow.register(app)
 cli_bench.register(app)
 
 

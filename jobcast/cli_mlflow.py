@@ -5,7 +5,9 @@ MLflow is imported inside the commands only, so ``jobcast --help`` stays light.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -138,11 +140,33 @@ def serve_command(
         fail(str(exc))
     if not port_is_free(host, port):
         fail(f"cannot serve on {host}:{port}: the port is in use or the address is not local")
-    proc = subprocess.Popen(serve_argv(model_uri, port, host, workers, timeout),
-                            env=serve_env(uri))
+    raise typer.Exit(run_server(serve_argv(model_uri, port, host, workers, timeout),
+                                serve_env(uri)))
+
+
+def run_server(argv: list[str], env: dict[str, str]) -> int:
+    """Run the server in its own process group; Ctrl-C or SIGTERM stops the whole group.
+
+    (``mlflow models serve`` starts uvicorn as a child that outlives a signal sent to the
+    parent alone.)
+    """
+    proc = subprocess.Popen(argv, env=env, start_new_session=True)
+
+    def stop(*_args) -> None:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, lambda *a: stop())
     try:
-        code = proc.wait()
+        return proc.wait()
     except KeyboardInterrupt:
-        proc.terminate()
-        code = proc.wait()
-    raise typer.Exit(code)
+        stop()
+        try:
+            return proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return proc.wait()
+    finally:
+        stop()
+        signal.signal(signal.SIGTERM, previous)

@@ -12,6 +12,9 @@ from ingest.store import Store
 from models.e2e import NoModelError, choose, forecast, load_models
 from models.job import JobPlan, forecast_job
 
+# End-to-end models fitted on fewer runs than this give way to the calibrated layerwise
+# forecast at a batch size their runs did not use (see docs/mlflow.md, calibration results).
+MIN_E2E_RUNS = 2
 JOB_COLUMNS = ("network", "deployment", "batch_size", "iterations", "phase")
 OPTIONAL_COLUMNS = (
     "device",
@@ -56,12 +59,20 @@ class Forecaster:
 
     The end-to-end models come from ``store`` (read on first use) or are given as
     ``models`` (``FittedModel`` list, e.g. a snapshot packaged with an MLflow model).
-    ``layer_predictor`` defaults to the shipped layerwise predictor.
+    ``layer_predictor`` defaults to the shipped layerwise predictor. With a ``calibration``
+    (``jobcast.calibration.ScaleCalibrator``), layerwise answers are scaled by what the
+    network's real runs showed (route ``layerwise-calibrated``), and an end-to-end model
+    fitted on fewer than ``MIN_E2E_RUNS`` runs, asked about a batch size its runs did not
+    use, gives way to that calibrated layerwise forecast (the layerwise model knows how time
+    scales with the batch, the runs know the level; measured in docs/mlflow.md).
     """
 
-    def __init__(self, store: Store | None = None, layer_predictor=None, models=None):
+    def __init__(
+        self, store: Store | None = None, layer_predictor=None, models=None, calibration=None
+    ):
         self.store = store
         self.layer_predictor = layer_predictor
+        self.calibration = calibration
         self._models = models
 
     @property
@@ -76,9 +87,13 @@ class Forecaster:
             _validate(req)
             if req.device is None and req.deployment is not None:
                 try:
-                    return {"job": req.describe(), **self._end_to_end(req)}
+                    result = self._end_to_end(req)
                 except NoModelError as exc:
                     e2e_miss = str(exc)
+                else:
+                    if self._few_runs_off_batch(req, result):
+                        result = self._calibrated_layerwise(req) or result
+                    return {"job": req.describe(), **result}
             else:
                 e2e_miss = "no deployment given"
             return {"job": req.describe(), **self._layerwise(req, e2e_miss)}
@@ -113,9 +128,44 @@ class Forecaster:
         return forecast(model, req.iterations, req.batch_size)
 
     def _layerwise(self, req: JobRequest, e2e_miss: str) -> dict:
+        from jobcast.calibration import calibrate_result
         from jobcast.layerwise_route import layerwise_forecast
 
-        return layerwise_forecast(req, e2e_miss, predictor=self.layer_predictor)
+        result = layerwise_forecast(req, e2e_miss, predictor=self.layer_predictor)
+        return calibrate_result(result, req.network, self.calibration)
+
+    def _few_runs_off_batch(self, req: JobRequest, result: dict) -> bool:
+        """An end-to-end answer from fewer than MIN_E2E_RUNS runs at a batch size they lack."""
+        if self.calibration is None or req.eval_every:
+            return False
+        model = next((m for m in self.models if m.model_id == result.get("model")), None)
+        if model is None or model.estimator.n_runs_ >= MIN_E2E_RUNS:
+            return False
+        low, high = model.estimator.batch_range_
+        return not low <= req.batch_size <= high
+
+    def _calibrated_layerwise(self, req: JobRequest) -> dict | None:
+        """The layerwise forecast scaled by this network's own runs on this hardware, if any."""
+        from jobcast.calibration import calibrate_result, hardware_key, network_key
+        from jobcast.layerwise_route import device_for, layerwise_forecast
+        from layerwise.catalog import resolve_gpu
+
+        try:  # cheap check first: is there a factor for this network on this hardware?
+            device, count = device_for(req)
+            hardware = hardware_key(resolve_gpu(device).name, count)
+        except (LookupError, ValueError):
+            return None
+        if (network_key(req.network), hardware) not in self.calibration.pairs_:
+            return None
+        why = f"the end-to-end model has fewer than {MIN_E2E_RUNS} runs at other batch sizes"
+        try:
+            plain = layerwise_forecast(req, why, predictor=self.layer_predictor)
+        except (LookupError, ValueError):
+            return None
+        calibrated = calibrate_result(plain, req.network, self.calibration)
+        if calibrated.get("calibration", {}).get("level") != "network-hardware":
+            return None
+        return calibrated
 
 
 def _validate(req: JobRequest) -> None:

@@ -11,7 +11,11 @@ Numbers other than ``batch_size`` are doubles in the signature so that they may 
 Output: one row per job with ``seconds, low, high, unit, route, model, extrapolated, error``.
 ``route`` is ``end-to-end`` (the network x deployment has history), ``layerwise-calibrated``
 (no history, but observed runs give a scale factor: see ``jobcast.calibration``) or
-``layerwise``; ``model`` is the id of the model that answered.
+``layerwise``; ``model`` is the id of the model that answered. One exception to "history
+wins": an end-to-end model fitted on fewer than ``jobcast.forecaster.MIN_E2E_RUNS`` runs, asked about a batch size
+its runs did not use, gives way to the layerwise forecast calibrated on that network's own runs
+on the same hardware (a new network's first runs: the layerwise model knows how time scales
+with the batch, the runs know the level).
 
 Errors: a table that does not match the signature (a required column missing, a wrong type) is
 refused by MLflow with HTTP 400. A row that cannot be forecast (negative batch, unknown device
@@ -43,7 +47,7 @@ from mlflow.models import ModelSignature
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
 import mlflow
-from jobcast.calibration import ScaleCalibrator, calibrate_result
+from jobcast.calibration import ScaleCalibrator
 from jobcast.forecaster import Forecaster, JobRequest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -174,8 +178,16 @@ def request_from_row(row: dict) -> JobRequest:
 
 def output_row(result: dict) -> dict:
     if "error" in result:
-        return {"seconds": None, "low": None, "high": None, "unit": None, "route": None,
-                "model": None, "extrapolated": None, "error": str(result["error"])}
+        return {
+            "seconds": None,
+            "low": None,
+            "high": None,
+            "unit": None,
+            "route": None,
+            "model": None,
+            "extrapolated": None,
+            "error": str(result["error"]),
+        }
     return {
         "seconds": float(result["seconds"]),
         "low": float(result["low"]),
@@ -193,8 +205,10 @@ class _NoPredictor:
 
     @property
     def known_layers(self):
-        raise LookupError("this forecaster was registered without a layerwise predictor, so "
-                          "jobs without end-to-end history cannot be forecast")
+        raise LookupError(
+            "this forecaster was registered without a layerwise predictor, so "
+            "jobs without end-to-end history cannot be forecast"
+        )
 
 
 def directory_fingerprint(path: str | Path) -> str:
@@ -237,7 +251,11 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
     def setup(self, models: list, calibration: ScaleCalibrator, predictor: Any) -> None:
         """Wire the parts (``load_context`` does it from the artifacts)."""
         self.calibration = calibration
-        self.forecaster = Forecaster(models=models, layer_predictor=predictor)
+        self.predictor = predictor
+        self.forecaster = Forecaster(
+            models=models, layer_predictor=predictor, calibration=calibration
+        )
+        self._models_by_id = {m.model_id: m for m in models}
         self._cache: OrderedDict[JobRequest, dict] = OrderedDict()
 
     def forecast(self, req: JobRequest) -> dict:
@@ -249,13 +267,18 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
             result = self.forecaster.forecast(req)
         except Exception as exc:  # noqa: BLE001 - one job's failure must not end the request
             result = {"error": f"cannot forecast this job: {type(exc).__name__}: {exc}"}
-        if result.get("route") == "layerwise" and self.predictor_id and \
-                result.get("model", "layerwise/default") == "layerwise/default":
-            result = {**result, "model": f"layerwise/{self.predictor_id}"}
-        result = calibrate_result(result, req.network, self.calibration)
+        result = self._name_layerwise(result)
         self._cache[req] = result
         if len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
+        return result
+
+    def _name_layerwise(self, result: dict) -> dict:
+        """Name the packaged predictor by its content hash instead of ``layerwise/default``."""
+        model = result.get("model", "")
+        if self.predictor_id and model.startswith("layerwise/default"):
+            name = f"layerwise/{self.predictor_id}" + model[len("layerwise/default") :]
+            return {**result, "model": name}
         return result
 
     def predict(self, context, model_input, params=None):
@@ -264,8 +287,7 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
             raise mlflow.exceptions.MlflowException.invalid_parameter_value(
                 f"params.errors must be one of {', '.join(ERROR_MODES)}, got {mode!r}"
             )
-        frame = model_input if isinstance(model_input, pd.DataFrame) else \
-            pd.DataFrame(model_input)
+        frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
         rows = []
         for record in frame.to_dict(orient="records"):
             try:
@@ -280,7 +302,7 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
             more = f"; and {len(bad) - 20} more" if len(bad) > 20 else ""
             raise mlflow.exceptions.MlflowException.invalid_parameter_value(
                 f"{len(bad)} of {len(rows)} job(s) cannot be forecast (rows count from 0): "
-                f"{listed}{more}. Send params {{\"errors\": \"row\"}} to get a per-row "
+                f'{listed}{more}. Send params {{"errors": "row"}} to get a per-row '
                 "'error' column instead."
             )
         return output_frame(rows)
@@ -290,11 +312,13 @@ def output_frame(rows: list[dict]) -> pd.DataFrame:
     """The answer table. Missing values are None, not NaN, so the REST answer is strict JSON
     (``null``): text columns are objects, and so are the numbers when a row carries an error.
     """
-    frame = pd.DataFrame({name: pd.Series([r[name] for r in rows], dtype=object)
-                          for name in OUTPUT_COLUMNS})
+    frame = pd.DataFrame(
+        {name: pd.Series([r[name] for r in rows], dtype=object) for name in OUTPUT_COLUMNS}
+    )
     if all(r["error"] is None for r in rows):
-        frame = frame.astype({"seconds": "float64", "low": "float64", "high": "float64",
-                              "extrapolated": "bool"})
+        frame = frame.astype(
+            {"seconds": "float64", "low": "float64", "high": "float64", "extrapolated": "bool"}
+        )
     return frame
 
 
@@ -331,16 +355,28 @@ def example_jobs(models: list) -> pd.DataFrame | None:
     """One end-to-end job the snapshot can answer (an input example for the model page)."""
     for m in sorted(models, key=lambda m: m.model_id):
         if m.phase == "train":
-            return jobs_frame([JobRequest(network=m.network, deployment=m.deployment,
-                                          batch_size=int(m.estimator.batch_range_[1]),
-                                          iterations=int(m.estimator.iteration_range_[1]))])
+            return jobs_frame(
+                [
+                    JobRequest(
+                        network=m.network,
+                        deployment=m.deployment,
+                        batch_size=int(m.estimator.batch_range_[1]),
+                        iterations=int(m.estimator.iteration_range_[1]),
+                    )
+                ]
+            )
     return None
 
 
-def log_forecaster(models: list, *, calibration: ScaleCalibrator | None = None,
-                   predictor_dir: str | Path | None = None,
-                   registered_model_name: str | None = None, name: str = "forecaster",
-                   metadata: dict | None = None):
+def log_forecaster(
+    models: list,
+    *,
+    calibration: ScaleCalibrator | None = None,
+    predictor_dir: str | Path | None = None,
+    registered_model_name: str | None = None,
+    name: str = "forecaster",
+    metadata: dict | None = None,
+):
     """Log the forecaster in the active MLflow run (and register it); returns ``ModelInfo``."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)

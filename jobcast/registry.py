@@ -83,7 +83,8 @@ def should_promote(new: float | None, current: float | None, has_holder: bool) -
 
 
 def calibration_loo_errors(obs: pd.DataFrame, shrinkage: float = 0.0) -> np.ndarray:
-    """Relative errors of each observed run predicted with a calibrator fitted without it."""
+    """Errors, relative to the observed time, of each run forecast by a calibrator fitted
+    without it (runs with no factor left are left out)."""
     errors = []
     for i in range(len(obs)):
         rest = obs.drop(index=obs.index[i])
@@ -94,7 +95,8 @@ def calibration_loo_errors(obs: pd.DataFrame, shrinkage: float = 0.0) -> np.ndar
         if cal.scale_for(row["network"].iloc[0], row["hardware"].iloc[0]) is None:
             continue
         pred = float(cal.predict(row)[0])
-        errors.append((float(row["actual"].iloc[0]) - pred) / pred)
+        actual = float(row["actual"].iloc[0])
+        errors.append((actual - pred) / actual)
     return np.asarray(errors, dtype=float)
 
 
@@ -157,7 +159,7 @@ def register_forecaster(
         loo = calibration_loo_errors(obs, shrinkage)
         if len(loo):
             metrics["calibration_loo_mape"] = float(np.mean(np.abs(loo)) * 100)
-        raw = (obs["actual"] - obs["predicted"]) / obs["predicted"]
+        raw = (obs["actual"] - obs["predicted"]) / obs["actual"]
         metrics["layerwise_raw_mape"] = float(np.mean(np.abs(raw)) * 100)
     predictor_id = directory_fingerprint(predictor_dir)[:12] if predictor_dir else ""
     with tracking(uri, EXPERIMENT), mlflow.start_run(run_name="register") as run:

@@ -86,9 +86,18 @@ def test_predict_single_job_json(fitted_store):
     train_iters = sum(p["iterations"] for p in run["phases"] if p["phase"] == "train")
     actual = sum(p["seconds"] for p in run["phases"] if p["phase"] == "train")
     result = invoke(
-        "predict", "--store", fitted_store, "--network", run["network"],
-        "--deployment", run["deployment"], "--batch-size", str(run["batch_size"]),
-        "--iterations", str(int(train_iters)), "--json",
+        "predict",
+        "--store",
+        fitted_store,
+        "--network",
+        run["network"],
+        "--deployment",
+        run["deployment"],
+        "--batch-size",
+        str(run["batch_size"]),
+        "--iterations",
+        str(int(train_iters)),
+        "--json",
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
@@ -130,15 +139,30 @@ def test_predict_jobs_csv(fitted_store, tmp_path):
 def test_predict_jobs_csv_errors(tmp_path, content, message):
     jobs = tmp_path / "jobs.csv"
     jobs.write_text(content)
-    result = runner.invoke(app, ["predict", "--jobs", str(jobs), "--store",
-                                 f"sqlite:///{tmp_path / 'x.db'}"])
+    result = runner.invoke(
+        app, ["predict", "--jobs", str(jobs), "--store", f"sqlite:///{tmp_path / 'x.db'}"]
+    )
     assert result.exit_code == 2
     assert message in result.output
 
 
 def test_predict_negative_batch_is_refused(fitted_store):
-    result = runner.invoke(app, ["predict", "--store", fitted_store, "--network", "resnet50",
-                                 "--deployment", "x", "--batch-size", "-4", "--iterations", "5"])
+    result = runner.invoke(
+        app,
+        [
+            "predict",
+            "--store",
+            fitted_store,
+            "--network",
+            "resnet50",
+            "--deployment",
+            "x",
+            "--batch-size",
+            "-4",
+            "--iterations",
+            "5",
+        ],
+    )
     assert result.exit_code == 2
     assert "batch-size" in result.output
 

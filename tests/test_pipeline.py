@@ -55,7 +55,9 @@ def test_same_content_elsewhere_is_a_duplicate(store, tmp_path):
 def test_garbled_log_is_rejected_with_line_and_nothing_stored(store, tmp_path):
     src = next(p for p in _mlperf_logs() if ":::MLLOG" in p.read_text())
     lines = src.read_text().splitlines()
-    target = next(i for i, line in enumerate(lines) if '"epoch_stop"' in line or "block_stop" in line)
+    target = next(
+        i for i, line in enumerate(lines) if '"epoch_stop"' in line or "block_stop" in line
+    )
     lines[target] = lines[target][: len(lines[target]) // 2]  # cut a JSON record in half
     bad = tmp_path / "garbled.txt"
     bad.write_text("\n".join(lines) + "\n")
@@ -110,8 +112,16 @@ def test_kill_during_ingest_leaves_only_whole_files(tmp_path):
     for attempt in range(3):
         db = tmp_path / f"killed-{attempt}.db"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jobcast", "ingest", str(folder), "--store", f"sqlite:///{db}",
-             "--json"],
+            [
+                sys.executable,
+                "-m",
+                "jobcast",
+                "ingest",
+                str(folder),
+                "--store",
+                f"sqlite:///{db}",
+                "--json",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

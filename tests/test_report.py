@@ -14,8 +14,14 @@ from jobcast.cli import app
 
 DATA = Path(__file__).parent / "data"
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -52,13 +58,21 @@ def test_report_is_self_contained_and_renders(store_url, tmp_path):
     assert result.exit_code == 0, result.output
     page = (out / "report.html").read_text()
     assert "data:image/png;base64," in page  # the plot is embedded
-    assert "src=\"http" not in page and "href=\"http" not in page  # nothing fetched
+    assert 'src="http' not in page and 'href="http' not in page  # nothing fetched
     assert "resnet50" in page and "CV MAPE" in page and "Extrapolation" in page
     shot = tmp_path / "shot.png"
     subprocess.run(
-        [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'ud'}",
-         "--window-size=1200,1600", f"--screenshot={shot}", (out / "report.html").as_uri()],
-        capture_output=True, timeout=120, check=True,
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'ud'}",
+            "--window-size=1200,1600",
+            f"--screenshot={shot}",
+            (out / "report.html").as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
     )
     from PIL import Image
 
@@ -70,8 +84,23 @@ def test_report_is_self_contained_and_renders(store_url, tmp_path):
 
 def test_compare_ranks_by_time_and_cost(store_url, tmp_path):
     result = CliRunner().invoke(
-        app, ["compare", "--store", store_url, "--network", "resnet50", "--batch-size", "1024",
-              "--epochs", "40", "--device", "T4", "--device", "A100", "--json"],
+        app,
+        [
+            "compare",
+            "--store",
+            store_url,
+            "--network",
+            "resnet50",
+            "--batch-size",
+            "1024",
+            "--epochs",
+            "40",
+            "--device",
+            "T4",
+            "--device",
+            "A100",
+            "--json",
+        ],
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
@@ -89,8 +118,20 @@ def test_price_table_errors_name_file_and_line(store_url, tmp_path):
     prices = tmp_path / "prices.csv"
     prices.write_text("gpu,usd_per_gpu_hour\nV100,3.0\nNoSuchGPU 9000,1.0\n")
     result = CliRunner().invoke(
-        app, ["compare", "--store", store_url, "--network", "resnet50", "--batch-size", "256",
-              "--epochs", "1", "--prices", str(prices)],
+        app,
+        [
+            "compare",
+            "--store",
+            store_url,
+            "--network",
+            "resnet50",
+            "--batch-size",
+            "256",
+            "--epochs",
+            "1",
+            "--prices",
+            str(prices),
+        ],
     )
     assert result.exit_code == 2
     assert f"{prices}:3" in result.output

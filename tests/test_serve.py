@@ -137,20 +137,34 @@ def test_end_to_end_rows_as_dataframe_split(server):
 @pytest.mark.skipif(not HAS_PREDICTOR, reason="no shipped layerwise predictor")
 def test_layerwise_rows_as_dataframe_records(server):
     deployment = "nvidia-v100-sxm2-16gb-x8"  # resnet50 runs there calibrate other networks
+    one_run = next(m for m in load_models(server["store"]) if m.phase == "train"
+                   and m.deployment == "nvidia-a100-sxm4-40gb-x8")
+    assert one_run.estimator.n_runs_ == 1
+    seen_batch = int(one_run.estimator.batch_range_[0])
     records = [
         {"network": "vgg16", "deployment": None, "batch_size": 32, "iterations": 100,
          "phase": "train", "device": "V100"},
         {"network": "vgg16", "deployment": deployment, "batch_size": 256, "iterations": 100,
          "phase": "train"},
+        # One A100 run at one batch size: other batch sizes go layerwise, calibrated on it.
+        {"network": "resnet50", "deployment": one_run.deployment, "batch_size": seen_batch // 2,
+         "iterations": 1000, "phase": "train"},
+        {"network": "resnet50", "deployment": one_run.deployment, "batch_size": seen_batch,
+         "iterations": 1000, "phase": "train"},
     ]
     status, body = _post(server["base"], {"dataframe_records": records})
     assert status == 200, body
-    plain, calibrated = body["predictions"]
+    plain, calibrated, own_runs, history = body["predictions"]
     assert plain["route"] == "layerwise" and plain["model"].startswith("layerwise/")
     assert calibrated["route"] == "layerwise-calibrated"
     assert "+calibration/hardware/" in calibrated["model"]
-    for pred in (plain, calibrated):
+    assert own_runs["route"] == "layerwise-calibrated"
+    assert "+calibration/network-hardware/" in own_runs["model"]
+    assert history["route"] == "end-to-end" and history["model"] == one_run.model_id
+    for pred in (plain, calibrated, own_runs, history):
         assert pred["error"] is None and 0 < pred["low"] <= pred["seconds"] <= pred["high"]
+    # Calibrated on that run (its level), scaled by the layerwise model to half the batch.
+    assert own_runs["seconds"] < history["seconds"]
 
 
 def test_malformed_tables_get_400_with_a_message(server):
