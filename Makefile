@@ -19,7 +19,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: $(STAMP) lint   ## install, then run the whole test suite
-	MLFLOW_DISABLE_TELEMETRY=true TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q
+	MLFLOW_DISABLE_TELEMETRY=true TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q --durations=15 --nbmake tests notebooks
 
 bench: $(STAMP)   ## performance and accuracy benchmarks (results go to docs/)
 	$(BIN)/python benchmarks/ingest_throughput.py

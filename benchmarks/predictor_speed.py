@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,7 +38,8 @@ def timed(fn) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--train-rows", type=int, default=20000)
+    parser.add_argument("--train-rows", type=int, default=30000,
+                        help="rows per layer type (GBT stops early below 20 000 training rows)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--models", default="gbt,linear,mlp,resmlp")
     parser.add_argument("--mlp-epochs", type=int, default=10)
@@ -64,8 +66,21 @@ def main(argv: list[str] | None = None) -> int:
               f"(min {min(values):.2f}, max {max(values):.2f})")
 
     load_times = [timed(lambda: LayerPredictor.load(DEFAULT_DIR)) for _ in range(args.rounds)]
-    print(f"load shipped predictor: median {statistics.median(load_times) * 1e3:.1f} ms; "
-          f"tensorflow imported: {'tensorflow' in sys.modules}")
+    print(f"load shipped predictor (warm process): median "
+          f"{statistics.median(load_times) * 1e3:.1f} ms")
+    cold = (
+        "import sys, time\n"
+        "t = time.perf_counter()\n"
+        "from layerwise.predictor import default_predictor\n"
+        "default_predictor()\n"
+        "print(time.perf_counter() - t, 'tensorflow' in sys.modules)\n"
+    )
+    cold_runs = [subprocess.run([sys.executable, "-c", cold], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parents[1], check=True
+                                ).stdout.split() for _ in range(args.rounds)]
+    print(f"cold start (fresh process: imports + load): median "
+          f"{statistics.median(float(r[0]) for r in cold_runs) * 1e3:.0f} ms; "
+          f"tensorflow imported: {cold_runs[0][1]}")
 
     shipped = LayerPredictor.load(DEFAULT_DIR)
     batches = {n: rows.sample(n=n, random_state=n) for n in (1, 100, 10000)}

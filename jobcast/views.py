@@ -136,7 +136,7 @@ def forecast_text(result: dict) -> str:
 
 def forecasts_table(results: list) -> Table:
     table = Table(title="forecasts (seconds, 90 % interval)")
-    for col in ("network", "deployment", "batch", "iterations", "seconds", "low", "high", "route"):
+    for col in ("network", "deployment", "batch", "length", "seconds", "low", "high", "route"):
         table.add_column(col, overflow="fold")
     for r in results:
         job = r["job"]
@@ -144,7 +144,11 @@ def forecasts_table(results: list) -> Table:
             str(job.get("network")),
             str(job.get("deployment") or job.get("device") or "-"),
             str(job.get("batch_size")),
-            str(job.get("iterations") or job.get("epochs") or "-"),
+            f"{job['iterations']:,}"
+            if job.get("iterations") is not None
+            else f"{job['epochs']:g} epochs"
+            if job.get("epochs") is not None
+            else "-",
         ]
         if "error" in r:
             table.add_row(*common, "[red]error[/red]", "", "", r["error"])

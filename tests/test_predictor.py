@@ -244,3 +244,19 @@ def test_default_predictor_loads_without_tensorflow():
                          cwd=Path(__file__).parents[1], timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_published_loader_reads_layout_and_reports_missing_files(tmp_path, monkeypatch):
+    from layerwise.published import load_published
+
+    for layer in ("conv", "dense"):
+        frame = pd.read_csv(DATA / f"{layer}_slice.csv.gz")
+        frame[frame["gpu"] == "K80"].to_csv(tmp_path / f"{layer}_K80.csv.gz", index=False)
+    monkeypatch.setenv("JOBCAST_PUBLISHED_DIR", str(tmp_path))
+    rows = load_published(gpus=["K80"], nrows=10)
+    assert rows.groupby("layer").size().to_dict() == {"conv": 10, "dense": 10}
+    assert set(rows["gpu"]) == {"K80"}
+    with pytest.raises(FileNotFoundError, match="conv_V100.csv.gz"):
+        load_published(gpus=["V100"])
+    with pytest.raises(FileNotFoundError, match="JOBCAST_PUBLISHED_DIR"):
+        load_published(tmp_path / "nowhere")

@@ -22,16 +22,6 @@ from layerwise.features import (
 )
 
 
-def _float32_ceil(values: np.ndarray) -> np.ndarray:
-    """Smallest float32 >= each value (as float64). A split sends ``x <= threshold`` left and
-    the threshold is a data value or lies between two, so rounding it up keeps training rows
-    on their side (unless two distinct values are closer than float32 resolution)."""
-    rounded = values.astype(np.float32)
-    below = rounded.astype(np.float64) < values
-    rounded[below] = np.nextafter(rounded[below], np.float32(np.inf))
-    return rounded.astype(np.float64)
-
-
 @dataclass
 class Forest:
     """Flat arrays of a boosted forest.
@@ -41,7 +31,7 @@ class Forest:
     """
 
     feature: np.ndarray  # int16, per inner node
-    threshold: np.ndarray  # float64 (stored as float32), per inner node
+    threshold: np.ndarray  # float64, per inner node (exact: rows near a split keep their side)
     left: np.ndarray  # int32, per inner node
     right: np.ndarray  # int32, per inner node
     value: np.ndarray  # float64 (stored as float32), per leaf
@@ -52,9 +42,11 @@ class Forest:
     def predict(self, X: np.ndarray, chunk: int = 2048) -> np.ndarray:
         """Sum of the trees' leaf values plus the baseline, for each row of ``X``."""
         X = np.asarray(X, dtype=np.float64)
+        if len(X) > 256:  # many rows: walk one tree at a time over all rows
+            return self._predict_per_tree(X)
         out = np.empty(len(X))
         feature = self.feature.astype(np.intp)
-        for start in range(0, len(X), chunk):
+        for start in range(0, len(X), chunk):  # few rows: walk all trees at once
             block = X[start:start + chunk]
             node = np.broadcast_to(self.roots, (len(block), len(self.roots))).copy()
             for _ in range(self.depth + 1):
@@ -67,10 +59,24 @@ class Forest:
             out[start:start + chunk] = self.baseline + self.value[~node].sum(axis=1)
         return out
 
+    def _predict_per_tree(self, X: np.ndarray) -> np.ndarray:
+        feature = self.feature.astype(np.intp)
+        total = np.zeros(len(X))
+        for root in self.roots:
+            node = np.full(len(X), root, dtype=np.int64)
+            rows = np.flatnonzero(node >= 0)
+            while len(rows):
+                inner = node[rows]
+                go_left = X[rows, feature[inner]] <= self.threshold[inner]
+                node[rows] = np.where(go_left, self.left[inner], self.right[inner])
+                rows = rows[node[rows] >= 0]
+            total += self.value[~node]
+        return self.baseline + total
+
     def arrays(self) -> dict[str, np.ndarray]:
         return {
             "feature": self.feature.astype(np.int16),
-            "threshold": self.threshold.astype(np.float32),
+            "threshold": self.threshold.astype(np.float64),
             "left": self.left.astype(np.int32),
             "right": self.right.astype(np.int32),
             "value": self.value.astype(np.float32),
@@ -116,11 +122,11 @@ class Forest:
             n_leaf += int(leaf.sum())
         return cls(
             feature=np.concatenate(features).astype(np.int16),
-            # float32 storage keeps the saved model small; the exported forest, not the
-            # sklearn object, makes every prediction, so fit and load agree exactly.
-            threshold=_float32_ceil(np.concatenate(thresholds).astype(np.float64)),
+            threshold=np.concatenate(thresholds).astype(np.float64),
             left=np.concatenate(lefts).astype(np.int32),
             right=np.concatenate(rights).astype(np.int32),
+            # Leaf values are stored as float32 (relative error 6e-8 per leaf); the exported
+            # forest, not the sklearn object, makes every prediction, so fit and load agree.
             value=np.concatenate(values).astype(np.float32).astype(np.float64),
             roots=np.asarray(roots, dtype=np.int32),
             baseline=float(np.ravel(model._baseline_prediction)[0]),
