@@ -14,8 +14,9 @@ Output: one row per job with ``seconds, low, high, unit, route, model, extrapola
 ``layerwise``; ``model`` is the id of the model that answered. One exception to "history
 wins" (decided in ``jobcast.forecaster.Forecaster``): an end-to-end model fitted on fewer than
 ``MIN_E2E_RUNS`` runs, asked about a batch size its runs did not use, gives way to the
-layerwise forecast calibrated on that network's own runs on the same hardware (a new network's first runs: the layerwise model knows how time scales
-with the batch, the runs know the level).
+layerwise forecast calibrated on that network's own runs on the same hardware (a new
+network's first runs: the layerwise model knows how time scales with the batch, the runs know
+the level).
 
 Errors: a table that does not match the signature (a required column missing, a wrong type) is
 refused by MLflow with HTTP 400. A row that cannot be forecast (negative batch, unknown device
