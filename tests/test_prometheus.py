@@ -189,13 +189,14 @@ def test_live_job_eta_against_actual_finish(server, stores, tmp_path):
     prom_url, _ = stores
     client = PrometheusClient(srv.url, timeout=10)
     forecaster = Forecaster(Store(prom_url))
-    child = start_keras_jobs(tmp_path, [32], epochs=8, serve_port=port, job_prefix="live",
+    # Long enough to be scraped several times mid-run on an idle machine (8 epochs took ~4 s).
+    child = start_keras_jobs(tmp_path, [32], epochs=24, serve_port=port, job_prefix="live",
                              **KERAS)
     estimates = []
     deadline = time.monotonic() + 240
     try:
         while child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.7)
+            time.sleep(0.3)
             try:
                 trace = fetch_job(client, "live-1-bs32")
             except PrometheusError:
