@@ -280,7 +280,7 @@ def test_google_blocks_without_event_type() -> None:
         assert seg.epoch_end - seg.epoch_start + 1 == meta["epoch_count"]
         assert seg.iterations == meta["epoch_count"] * steps
     assert _end(train[-1]) == _raw(lines, "block_stop")[-1][1]
-    assert run.deployment.key == "google-tpu-x4-n16"
+    assert run.deployment.key == "google-tpu-v4-x4-n16"  # generation from the system name
     assert run.framework == "TensorFlow"
 
 

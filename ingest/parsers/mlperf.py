@@ -351,6 +351,16 @@ def _clean_accelerator(name: str) -> str:
     return re.sub(r"\s*\([^)]*\)\s*$", "", name).strip()
 
 
+def _with_generation(name: str, system_name: object) -> str:
+    """A bare ``"TPU"`` takes its generation from the system name (``tpu-v4-128`` -> ``TPU v4``),
+    so different TPU generations never share a deployment key."""
+    if name.strip().lower() == "tpu" and isinstance(system_name, str):
+        m = re.search(r"tpu[-_ ]?(v\d+\w*)", system_name, flags=re.I)
+        if m:
+            return f"TPU {m.group(1).lower()}"
+    return name
+
+
 def system_deployment(system: dict | None) -> Deployment | None:
     """Deployment from a system description: v0.7+ ``accelerator_model_name`` /
     ``accelerators_per_node`` / ``number_of_nodes`` (also ``number of nodes``); v0.5
@@ -360,7 +370,9 @@ def system_deployment(system: dict | None) -> Deployment | None:
         return None
     norm = _norm_keys(system)
     if isinstance(norm.get("accelerator_model_name"), str):
-        name = _clean_accelerator(norm["accelerator_model_name"])
+        name = _with_generation(
+            _clean_accelerator(norm["accelerator_model_name"]), norm.get("system_name")
+        )
         per_node = _count(norm.get("accelerators_per_node"))
         nodes = _count(norm.get("number_of_nodes"))
         if name and per_node and nodes:
