@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean system-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,18 @@ demo: $(STAMP)   ## install, then run the main job on the bundled samples
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) lint   ## install, then run the whole test suite
+# The tests start a real Prometheus and render the report in a real Chromium (Debian packages,
+# run on 127.0.0.1 only). Installed here when missing; the tests also try on their own.
+system-deps:
+	@if command -v prometheus >/dev/null && command -v promtool >/dev/null \
+	    && command -v chromium >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	    prometheus chromium) >/dev/null \
+	  || echo "warning: could not install prometheus/chromium: their tests will skip"; \
+	fi
+
+test: $(STAMP) lint system-deps   ## install, then run the whole test suite
 	MLFLOW_DISABLE_TELEMETRY=true TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q --durations=15 --nbmake tests notebooks
 
 bench: $(STAMP)   ## performance and accuracy benchmarks (results go to docs/)
