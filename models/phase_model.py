@@ -8,7 +8,10 @@ the one with the lowest cross-validated error, grouping by run so no run is in b
 training and the validation fold. Rows are a run's cumulative progress points; by default
 the fit minimises squared error in seconds (``weighting="absolute"``), which lets the late
 points, the totals a job plan needs, dominate over the noisy first steps; ``"relative"``
-weights rows by 1/t instead (measured worse on the MLPerf logs: see docs/results.md).
+weights rows by 1/t instead (measured worse on the MLPerf logs: see docs/results.md). Each
+point also weighs the share of its run's iterations it covers, so every run counts the same
+and a fit does not depend on how densely its source reports progress (per step in a log,
+per scrape in Prometheus).
 """
 
 from __future__ import annotations
@@ -42,9 +45,13 @@ def _design(iterations: np.ndarray, batch: np.ndarray, terms: tuple[str, ...]) -
     return np.column_stack([cols[t] for t in terms])
 
 
-def _nnls_fit(x: np.ndarray, y: np.ndarray, power: float = 1.0) -> np.ndarray:
-    """Non-negative least squares with rows weighted by 1 / y**power."""
+def _nnls_fit(
+    x: np.ndarray, y: np.ndarray, power: float = 1.0, span: np.ndarray | None = None
+) -> np.ndarray:
+    """Non-negative least squares; row i's squared error weighs span_i / y_i**(2 power)."""
     w = 1.0 / np.maximum(y, 1e-9) ** power
+    if span is not None:
+        w = w * np.sqrt(span)
     scale = np.maximum(np.abs(x * w[:, None]).max(axis=0), 1e-12)
     coef, _ = optimize.nnls((x * w[:, None]) / scale, y * w)
     return coef / scale
@@ -100,6 +107,7 @@ class PhaseTimeModel:
             raise ValueError("need at least two progress points to fit a phase model")
         if np.any(it <= 0) or np.any(bs <= 0) or np.any(y <= 0):
             raise ValueError("iterations, batch sizes and seconds must be positive")
+        self._span = _spans(it, groups)
         results = [self._cross_validate(f, it, bs, y, groups) for f in self._candidates(bs)]
         scored = [r for r in results if r.mape is not None]
         best = min(scored, key=lambda r: r.mape) if scored else results[0]
@@ -107,7 +115,7 @@ class PhaseTimeModel:
         self.cv_kind_ = best.kind
         self.form_ = best.form
         self.terms_ = FORMS[best.form]
-        self.coef_ = _nnls_fit(_design(it, bs, self.terms_), y, self._power)
+        self.coef_ = _nnls_fit(_design(it, bs, self.terms_), y, self._power, self._span)
         fitted = self._raw_predict(it, bs)
         in_sample = (y - fitted) / fitted
         self.cv_mape_ = best.mape
@@ -125,7 +133,7 @@ class PhaseTimeModel:
         self.alt_coef_ = np.zeros(0)
         if self.batch_range_[0] == self.batch_range_[1] and self.form_ in _BOUNDING_FORMS:
             self.alt_terms_ = FORMS[_BOUNDING_FORMS[self.form_]]
-            self.alt_coef_ = _nnls_fit(_design(it, bs, self.alt_terms_), y, self._power)
+            self.alt_coef_ = _nnls_fit(_design(it, bs, self.alt_terms_), y, self._power, self._span)
         return self
 
     def _cross_validate(self, form, it, bs, y, groups) -> CVResult:
@@ -137,7 +145,9 @@ class PhaseTimeModel:
             kind = "leave-one-run-out"
             for run in runs:
                 train = groups != run
-                coef = _nnls_fit(_design(it[train], bs[train], terms), y[train], self._power)
+                coef = _nnls_fit(
+                    _design(it[train], bs[train], terms), y[train], self._power, self._span[train]
+                )
                 i = finals[np.flatnonzero(groups[finals] == run)[0]]
                 pred = float((_design(it[i : i + 1], bs[i : i + 1], terms) @ coef)[0])
                 errors.append((y[i] - pred) / pred if pred > 0 else math.inf)
@@ -147,7 +157,9 @@ class PhaseTimeModel:
             train = it <= 0.5 * it[i]
             if train.sum() < 2:
                 return CVResult(form, None, [], "none")
-            coef = _nnls_fit(_design(it[train], bs[train], terms), y[train], self._power)
+            coef = _nnls_fit(
+                _design(it[train], bs[train], terms), y[train], self._power, self._span[train]
+            )
             pred = float((_design(it[i : i + 1], bs[i : i + 1], terms) @ coef)[0])
             errors.append((y[i] - pred) / pred if pred > 0 else math.inf)
         mape = float(np.mean(np.abs(errors))) * 100
@@ -239,6 +251,19 @@ class PhaseTimeModel:
         m.alt_terms_ = tuple(d.get("alt_terms", ()))
         m.alt_coef_ = np.asarray(d.get("alt_coef", []), dtype=float)
         return m
+
+
+def _spans(it: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Each point's share of its run's iterations (steps since the run's previous point), so
+    every run weighs the same and a fit does not depend on how densely a log reports."""
+    span = np.empty_like(it, dtype=float)
+    for g in dict.fromkeys(groups):
+        idx = np.flatnonzero(groups == g)
+        steps = np.diff(np.concatenate([[0.0], it[idx]]))
+        steps = np.maximum(steps, 0.0)
+        total = steps.sum()
+        span[idx] = steps / total if total > 0 else 1.0 / len(idx)
+    return span
 
 
 def _final_rows(groups: np.ndarray) -> np.ndarray:
