@@ -26,6 +26,8 @@ def sample_batches(samples: Path) -> list[tuple[list[str], object]]:
         # The CaffeNet benchmark logs never print their GPU.
         ([str(p) for p in sorted(caffe.glob("ducha_*.log"))], Overrides(deployment=UNKNOWN_GPU)),
     ]
+
+
 IMAGENET_TRAIN, IMAGENET_VAL = 1_281_167, 50_000
 
 
@@ -72,7 +74,7 @@ def _has_test(models, train) -> bool:
 
 
 def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
-    from ingest.pipeline import ingest_paths
+    from ingest.pipeline import IngestReport, ingest_paths
     from ingest.store import Store
     from jobcast.forecaster import Forecaster
     from jobcast.output import progress_bar
@@ -86,16 +88,13 @@ def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
         return 2
     console.rule("1. ingest the bundled real training logs")
     t0 = time.perf_counter()
-    report = None
+    report = IngestReport()
     with progress_bar("ingest") as advance:
         for paths, overrides in sample_batches(samples):
             part = ingest_paths(store, paths, overrides, progress=advance)
-            if report is None:
-                report = part
-            else:
-                report.added += part.added
-                report.duplicates += part.duplicates
-                report.rejected += part.rejected
+            report.added += part.added
+            report.duplicates += part.duplicates
+            report.rejected += part.rejected
     counts = store.counts()
     console.print(
         f"{len(report.added)} files added, {len(report.duplicates)} already stored, "

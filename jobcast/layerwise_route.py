@@ -53,12 +53,11 @@ def layerwise_forecast(req, e2e_miss: str, predictor=None) -> dict:
         steps = result["job_seconds"] / result["batch_seconds"]
     else:
         steps = 1
-    scale = steps
     return {
         **result,
-        "seconds": result["batch_seconds"] * scale,
-        "low": result["low"] * scale,
-        "high": result["high"] * scale,
+        "seconds": result["batch_seconds"] * steps,
+        "low": result["low"] * steps,
+        "high": result["high"] * steps,
         "unit": "s",
         "route": "layerwise",
         "model": result.get("model", "layerwise/default"),

@@ -137,8 +137,7 @@ def choose(
     def covers(m: FittedModel) -> bool:
         if iterations is None or batch_size is None:
             return True
-        x = pd.DataFrame({"iterations": [iterations], "batch_size": [batch_size]})
-        return not bool(m.estimator.predict_interval(x)["extrapolated"].iloc[0])
+        return not m.estimator.extrapolates(iterations, batch_size)
 
     return max(matches, key=lambda m: (covers(m), m.last_run_time, m.estimator.n_runs_))
 

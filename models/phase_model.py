@@ -186,6 +186,19 @@ class PhaseTimeModel:
         bs = np.asarray(X["batch_size"], dtype=float)
         return self._raw_predict(it, bs)
 
+    def _stretch(self, it: np.ndarray, bs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """How far (log units) batch sizes and iterations lie outside the fitted ranges."""
+        b_stretch = _log_distance(bs, self.batch_range_)
+        i_stretch = _log_distance(np.maximum(it, 1.0), self.iteration_range_)
+        return b_stretch, i_stretch
+
+    def extrapolates(self, iterations: float, batch_size: float) -> bool:
+        """Whether one job lies outside the fitted ranges (``extrapolated`` of predict_interval)."""
+        b_stretch, i_stretch = self._stretch(
+            np.asarray([iterations], dtype=float), np.asarray([batch_size], dtype=float)
+        )
+        return bool(b_stretch[0] > 0 or i_stretch[0] > math.log(1.5))
+
     def predict_interval(self, X: pd.DataFrame) -> pd.DataFrame:
         """seconds, low, high and whether the point lies outside the fitted ranges.
 
@@ -198,8 +211,7 @@ class PhaseTimeModel:
         if np.any(it < 0) or np.any(bs <= 0):
             raise ValueError("iterations must be >= 0 and batch sizes > 0")
         pred = self._raw_predict(it, bs)
-        b_stretch = _log_distance(bs, self.batch_range_)
-        i_stretch = _log_distance(np.maximum(it, 1.0), self.iteration_range_)
+        b_stretch, i_stretch = self._stretch(it, bs)
         extrapolated = (b_stretch > 0) | (i_stretch > math.log(1.5))
         i_widen = 0.5 * np.maximum(i_stretch - math.log(1.5), 0)
         half = self.half_width_ * (1 + b_stretch + i_widen)

@@ -85,3 +85,13 @@ def test_single_batch_bounds_other_batches_by_the_two_pure_forms():
     truth = 5.0 + 1000 * (0.2 + 0.001 * X["batch_size"])
     assert out["extrapolated"].all()
     assert (out["low"] <= truth).all() and (truth <= out["high"]).all()
+
+
+def test_extrapolates_agrees_with_predict_interval():
+    model = _fit(_curves([128, 256]))
+    X = pd.DataFrame({"iterations": [900, 900, 100_000, 1], "batch_size": [200, 4096, 200, 128]})
+    flags = model.predict_interval(X)["extrapolated"].tolist()
+    assert flags == [
+        model.extrapolates(i, b) for i, b in zip(X.iterations, X.batch_size, strict=True)
+    ]
+    assert flags[0] is False and flags[1] is True
