@@ -11,7 +11,7 @@ Data (real, no synthetic timings):
   fitted on the same ``k`` runs, and, at k = 0, the factor of *other* systems with the same
   hardware key (the fallback a new network gets).
 * ``keras-cpu`` (``--keras``): real short Keras ``fit`` runs measured here on this CPU with
-  ``jobcast.instrument.JobcastLogger``: three small networks at four batch sizes, in shuffled
+  ``jobcast.instrument.jsonl.JobcastLogger``: three small networks at four batch sizes, in shuffled
   order. A network's first ``k`` runs (other batch sizes) calibrate the forecast of its
   remaining ones; k = 0 uses the factor of the other networks on this CPU. The layerwise
   forecasts come from a GBT predictor trained here on the CPU layer benchmark rows
@@ -45,9 +45,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from ingest.pipeline import ingest_paths  # noqa: E402
 from ingest.store import Store  # noqa: E402
-from jobcast.calibration import (  # noqa: E402
+from jobcast.service.calibrated import layerwise_observations  # noqa: E402
+from models.calibration import (  # noqa: E402
     ScaleCalibrator,
-    layerwise_observations,
     observed_runs,
 )
 from models.dataset import progress_points  # noqa: E402
@@ -182,7 +182,7 @@ def keras_runs(steps: int, seed: int) -> tuple[pd.DataFrame, list[str]]:
     """Train every network x batch, ``EPOCHS`` x ``steps`` steps (shuffled order), as jsonl."""
     import keras
 
-    from jobcast.instrument import JobcastLogger
+    from jobcast.instrument.jsonl import JobcastLogger
     from layerwise.network import spec_to_keras
 
     jobs = [(net, batch) for net in KERAS_NETS for batch in KERAS_BATCHES]

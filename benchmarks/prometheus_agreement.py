@@ -12,7 +12,7 @@ starts it; Debian ``prometheus`` is installed if missing). Then:
    Prometheus traces and, separately, from their logs; both forecast the held-out job's
    train and validation time. Reported: each source's error against the job's actual time
    and how far the two forecasts are apart.
-3. ETA over a live job's life: one more job, longer, scraped live; ``jobcast.eta`` (models
+3. ETA over a live job's life: one more job, longer, scraped live; ``jobcast.service.eta`` (models
    fitted from the Prometheus history) is asked every second; the error of its predicted
    finish, as a share of the job's duration, by progress, and how often the 90 % interval
    held the actual finish.
@@ -46,8 +46,8 @@ from prom_server import (  # noqa: E402
 from ingest.pipeline import ingest_paths  # noqa: E402
 from ingest.prometheus import PrometheusClient, PrometheusError, ingest_prometheus  # noqa: E402
 from ingest.store import Store  # noqa: E402
-from jobcast.eta import estimate_eta, fetch_job  # noqa: E402
-from jobcast.forecaster import Forecaster, JobRequest  # noqa: E402
+from jobcast.service.eta import estimate_eta, fetch_job  # noqa: E402
+from jobcast.service.forecaster import Forecaster, JobRequest  # noqa: E402
 from models.e2e import fit_store  # noqa: E402
 
 BINS = [(0.0, 0.1), (0.1, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 0.9), (0.9, 1.0)]

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from fleet.deployment import Deployment
+
 Phase = Literal["train", "test"]
 PHASES: tuple[str, ...] = ("train", "test")
 
@@ -42,21 +44,6 @@ class ParseError(ValueError):
         if self.line is not None:
             where += f":{self.line}"
         return f"{where}: {self.reason}"
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """Hardware a run used. ``key`` is the stable name models are keyed by."""
-
-    accelerator: str  # as the log / system file names it, e.g. "NVIDIA A100-SXM4-80GB"
-    per_node: int = 1
-    nodes: int = 1
-
-    @property
-    def key(self) -> str:
-        from ingest.deployment import deployment_key
-
-        return deployment_key(self.accelerator, self.per_node, self.nodes)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
-from ingest.deployment import normalise_deployment
+from fleet.deployment import normalise_deployment
 from ingest.events import ParseContext, ParsedRun, ParseError
 from ingest.store import Store
 

@@ -3,7 +3,7 @@
 Three parts, usable apart:
 
 * **Names and queries.** :class:`MetricNames` (the metric and label names the exporter
-  ``jobcast.prom_exporter`` writes; all configurable) and :func:`selector` /
+  ``jobcast.instrument.prometheus`` writes; all configurable) and :func:`selector` /
   :func:`promql_string`, which build PromQL with every label value escaped, so a job id
   such as ``a"} or vector(1)`` selects that job and nothing else.
 * **Fetching.** :class:`PrometheusClient` wraps ``prometheus_api_client.PrometheusConnect``

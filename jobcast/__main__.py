@@ -1,5 +1,5 @@
 """``python -m jobcast``."""
 
-from jobcast.cli import main
+from jobcast.cli.app import main
 
 main()

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from layerwise.catalog import HW_KEYS, UnknownGpuError, resolve_gpu
+from fleet.catalog import HW_KEYS, UnknownGpuError, resolve_gpu
 from layerwise.layers import ACTIVATIONS, LAYER_TYPES, OPTIMIZERS, PADDINGS, POOL_TYPES
 
 NUMERIC_HW = tuple(k for k in HW_KEYS if k != "hw_kind")

@@ -58,7 +58,7 @@ def device_features(device: str) -> dict[str, Any]:
             return local
         raise ValueError(f"device {device!r}: only this machine's CPU ({local['gpu']}) is "
                          "described; use 'cpu'")
-    from layerwise.catalog import UnknownGpuError, resolve_gpu
+    from fleet.catalog import UnknownGpuError, resolve_gpu
 
     try:
         spec = resolve_gpu(text)

@@ -1,7 +1,7 @@
 """Describe the local benchmark device: the ``gpu`` name, ``hw_*`` features and ``sw_*`` versions.
 
 CPU features come from ``/proc/cpuinfo`` and ``os``; a GPU is described by TensorFlow's
-device details and the GPU catalog (:mod:`layerwise.catalog`). TensorFlow is imported only
+device details and the GPU catalog (:mod:`fleet.catalog`). TensorFlow is imported only
 by :func:`detect_device` for a GPU and by :func:`software_versions`.
 """
 
@@ -136,7 +136,7 @@ def gpu_features(device_name: str) -> dict[str, object]:
 
     Unknown to the catalog: a warning and NaN features (the rows stay usable for that GPU).
     """
-    from layerwise.catalog import hardware_features, resolve_gpu
+    from fleet.catalog import hardware_features, resolve_gpu
 
     try:
         spec = resolve_gpu(device_name)

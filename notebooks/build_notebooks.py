@@ -57,7 +57,7 @@ print(len(models), "models fitted")"""),
                "model refitted without it; the naive baseline multiplies the other runs' mean "
                "seconds per iteration by the run's iterations."),
         ("code", """\
-from jobcast.report import held_out_predictions
+from jobcast.cli.report import held_out_predictions
 
 pred = held_out_predictions(points, models)
 held = pred[pred["kind"] == "held out"].copy()
@@ -209,9 +209,9 @@ import tempfile
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
 from models.e2e import fit_store
-from jobcast.compare import compare
-from jobcast.forecaster import Forecaster
-from jobcast.prices import load_prices
+from jobcast.service.compare import compare
+from jobcast.service.forecaster import Forecaster
+from jobcast.service.prices import load_prices
 store = Store(f"sqlite:///{Path(tempfile.mkdtemp()) / 'plan.db'}")
 ingest_paths(store, [str(DATA / "mlperf")]); fit_store(store)
 result = compare(Forecaster(store), load_prices(), "resnet50", batch_size=256, epochs=40,

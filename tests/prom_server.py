@@ -340,8 +340,8 @@ def _child(opts: argparse.Namespace) -> None:
     import keras
     import numpy as np
 
-    from jobcast.instrument import JobcastLogger
-    from jobcast.prom_exporter import PromCallback, PromExporter, TraceRecorder
+    from jobcast.instrument.jsonl import JobcastLogger
+    from jobcast.instrument.prometheus import PromCallback, PromExporter, TraceRecorder
 
     out = Path(opts.out)
     keras.utils.set_random_seed(opts.seed)

@@ -175,7 +175,7 @@ def test_cli_bench_json_summary(tmp_path):
     import typer
     from typer.testing import CliRunner
 
-    from jobcast.cli_bench import register
+    from jobcast.cli.bench import register
 
     app = typer.Typer()
     register(app)

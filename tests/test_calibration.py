@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jobcast.calibration import ROUTE, ScaleCalibrator, calibrate_result, hardware_key
+from jobcast.service.calibrated import ROUTE, calibrate_result, hardware_key
+from models.calibration import ScaleCalibrator
 
 
 def _obs(rows):

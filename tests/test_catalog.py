@@ -7,13 +7,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from layerwise.catalog import (
+from fleet.catalog import (
     HW_KEYS,
     UnknownGpuError,
     hardware_features,
     known_gpus,
     load_catalog,
-    normalize_name,
+    lookup_key,
     resolve_gpu,
 )
 
@@ -80,8 +80,8 @@ def test_peak_flops_match_cores_and_clock():
         assert spec.cuda_cores % spec.sm_count == 0, spec.name
 
 
-def test_normalize_name_drops_vendor_words_and_punctuation():
-    assert normalize_name("NVIDIA GeForce GTX 1080 Ti") == normalize_name("gtx-1080-ti")
+def test_lookup_key_drops_vendor_words_and_punctuation():
+    assert lookup_key("NVIDIA GeForce GTX 1080 Ti") == lookup_key("gtx-1080-ti")
 
 
 def test_paper_gpus_agree_with_catalog():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from jobcast.cli import app
+from jobcast.cli.app import app
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()
@@ -38,7 +38,7 @@ def _runs(url: str) -> list[dict]:
 
 def test_help_does_not_import_heavy_packages():
     code = (
-        "import sys; from jobcast.cli import app; "
+        "import sys; from jobcast.cli.app import app; "
         "heavy = [m for m in ('tensorflow', 'keras', 'pandas', 'sqlalchemy', 'mlflow', 'sklearn') "
         "if m in sys.modules]; print(heavy)"
     )

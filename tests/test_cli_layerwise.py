@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from jobcast.cli_layerwise import register
+from jobcast.cli.layerwise import register
 
 DATA = Path(__file__).parent / "data" / "justus2018"
 runner = CliRunner()
@@ -126,7 +126,7 @@ def test_predict_does_not_import_tensorflow(small_csvs, tmp_path):
     code = (
         "import sys, typer\n"
         "from typer.testing import CliRunner\n"
-        "from jobcast.cli_layerwise import register\n"
+        "from jobcast.cli.layerwise import register\n"
         "app = typer.Typer()\n"
         "app.callback()(lambda: None)\n"
         "register(app)\n"

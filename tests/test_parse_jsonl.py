@@ -11,7 +11,7 @@ import pytest
 
 from ingest.events import ParseContext, ParseError
 from ingest.parsers import caffe, jsonl, keras_stdout, tf_cnn
-from jobcast.instrument import JsonlWriter
+from jobcast.instrument.jsonl import JsonlWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 KERAS = ROOT / "tests" / "data" / "keras"
@@ -201,7 +201,8 @@ def test_writer_refuses_misuse(tmp_path):
 
 
 def test_imports_stay_light():
-    code = ("import sys, jobcast.instrument, ingest.parsers.jsonl, ingest.parsers.keras_stdout, "
+    code = ("import sys, jobcast.instrument.jsonl, ingest.parsers.jsonl, "
+            "ingest.parsers.keras_stdout, "
             "ingest.parsers.caffe, ingest.parsers.tf_cnn; "
             "bad = [m for m in ('keras', 'tensorflow') if m in sys.modules]; "
             "assert not bad, bad")

@@ -167,7 +167,7 @@ def test_live_fit_jsonl_and_stdout_agree(tmp_path, verbose):
     keras = pytest.importorskip("keras")
     import numpy as np
 
-    from jobcast.instrument import JobcastLogger
+    from jobcast.instrument.jsonl import JobcastLogger
 
     n_train, n_valid, batch = 200, 50, 32
     rng = np.random.default_rng(verbose)

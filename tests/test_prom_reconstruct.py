@@ -22,7 +22,7 @@ from ingest.prometheus import (
     segments_from_samples,
     selector,
 )
-from jobcast.prom_exporter import PromExporter, TraceRecorder
+from jobcast.instrument.prometheus import PromExporter, TraceRecorder
 
 T0 = 1_700_000_000.0
 

@@ -39,10 +39,10 @@ from ingest.prometheus import (
     ingest_prometheus,
 )
 from ingest.store import Store
-from jobcast.cli_prometheus import register
-from jobcast.eta import estimate_eta, fetch_job
-from jobcast.forecaster import Forecaster, JobRequest
-from jobcast.prom_exporter import TraceRecorder
+from jobcast.cli.prometheus import register
+from jobcast.instrument.prometheus import TraceRecorder
+from jobcast.service.eta import estimate_eta, fetch_job
+from jobcast.service.forecaster import Forecaster, JobRequest
 from models.e2e import fit_store
 
 pytestmark = pytest.mark.slow

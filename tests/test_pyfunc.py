@@ -14,14 +14,14 @@ import pytest
 
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
-from jobcast.forecaster import Forecaster, JobRequest
-from jobcast.pyfunc_model import OUTPUT_COLUMNS, jobs_frame, request_from_row
-from jobcast.registry import (
+from jobcast.mlops.pyfunc_model import OUTPUT_COLUMNS, jobs_frame, request_from_row
+from jobcast.mlops.registry import (
     default_predictor_dir,
     register_forecaster,
     should_promote,
     validation_mape,
 )
+from jobcast.service.forecaster import Forecaster, JobRequest
 from models.e2e import fit_store, load_models
 
 DATA = Path(__file__).parent / "data"
@@ -228,7 +228,7 @@ def test_cli_register_and_serve_refusals(registered, tmp_path):
     import typer
     from typer.testing import CliRunner
 
-    from jobcast import cli_mlflow
+    from jobcast.cli import mlops as cli_mlflow
 
     app = typer.Typer()
     cli_mlflow.register(app)

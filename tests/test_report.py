@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from jobcast.cli import app
+from jobcast.cli.app import app
 
 DATA = Path(__file__).parent / "data"
 CHROMIUM_FLAGS = [

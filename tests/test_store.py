@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from ingest.events import Deployment, ParsedRun, Segment
+from fleet.deployment import Deployment
+from ingest.events import ParsedRun, Segment
 from ingest.store import Store, store_url
 
 

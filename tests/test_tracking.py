@@ -12,7 +12,7 @@ import pytest
 
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
-from jobcast.tracking import (
+from jobcast.mlops.tracking import (
     data_fingerprint,
     fingerprint_files,
     log_fit_run,
@@ -144,7 +144,7 @@ def test_layerwise_run_logs_metrics_plot_and_predictor(tmp_path):
 
 def test_layerwise_training_run_from_a_fitted_predictor(tmp_path):
     import mlflow
-    from jobcast.tracking import log_layerwise_training
+    from jobcast.mlops.tracking import log_layerwise_training
     from layerwise.predictor import LayerPredictor
 
     files = sorted((DATA / "justus2018").glob("*_slice.csv.gz"))

@@ -64,7 +64,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ingest.events import Deployment, ParseContext, ParsedRun, ParseError, Segment
+from fleet.deployment import Deployment
+from ingest.events import ParseContext, ParsedRun, ParseError, Segment
 
 FORMAT = "caffe"
 

@@ -24,7 +24,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ingest.events import PHASES, Deployment, ParseContext, ParsedRun, ParseError, Segment
+from fleet.deployment import Deployment
+from ingest.events import PHASES, ParseContext, ParsedRun, ParseError, Segment
 
 FORMAT = "jsonl"
 VERSION = 1

@@ -38,7 +38,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ingest.events import Deployment, ParseContext, ParsedRun, ParseError, Segment
+from fleet.deployment import Deployment
+from ingest.events import ParseContext, ParsedRun, ParseError, Segment
 
 FORMAT = "tf_cnn_benchmarks"
 

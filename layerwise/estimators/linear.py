@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-from layerwise.catalog import normalize_name
+from fleet.names import lookup_key
 from layerwise.estimators.base import Estimator, check_fitted
 
 POOLED = "__pooled__"
@@ -59,7 +59,7 @@ class PaleoLinearEstimator(Estimator):
     def fit(self, X: pd.DataFrame, y_log: np.ndarray, gpu: np.ndarray) -> PaleoLinearEstimator:
         A = design_matrix(X)
         t = np.exp(np.asarray(y_log, dtype=float))
-        keys = np.array([normalize_name(g) for g in gpu])
+        keys = np.array([lookup_key(g) for g in gpu])
         coef = {POOLED: _fit_nnls(A, t)}
         for key in np.unique(keys):
             sel = keys == key
@@ -71,7 +71,7 @@ class PaleoLinearEstimator(Estimator):
     def predict(self, X: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
         check_fitted(self, "_coef")
         A = design_matrix(X)
-        keys = np.array([normalize_name(g) for g in gpu])
+        keys = np.array([lookup_key(g) for g in gpu])
         out = np.empty(len(X))
         for key in np.unique(keys):
             sel = keys == key

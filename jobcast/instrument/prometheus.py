@@ -3,7 +3,7 @@
 * :class:`PromExporter` keeps the job's progress and renders it as metrics at every scrape;
   it needs nothing but ``prometheus-client``, so any training loop can drive it with
   ``run_start`` / ``phase_start`` / ``progress`` / ``phase_end`` / ``run_end`` (the same
-  calls as :class:`jobcast.instrument.JsonlWriter`).
+  calls as :class:`jobcast.instrument.jsonl.JsonlWriter`).
 * ``PromCallback(exporter)`` is a Keras 3 callback driving it from ``model.fit``; it is
   created on first access, so importing this module does not import Keras or TensorFlow.
 * :class:`TraceRecorder` samples an exporter's metrics at chosen times and writes them as
@@ -354,14 +354,14 @@ class _AfterBody:
 def _make_callback_class():
     import keras
 
-    from jobcast.instrument import _framework
+    from jobcast.instrument.jsonl import _framework
 
     class PromCallback(keras.callbacks.Callback):
         """Keras callback feeding a :class:`PromExporter` from ``model.fit``.
 
         Each epoch is a ``train`` phase (it ends at its last batch's end, where the
         validation pass, a ``test`` phase with the same epoch, begins), exactly as
-        :class:`jobcast.instrument.JobcastLogger` times them. ``validation_steps`` (batches
+        :class:`jobcast.instrument.jsonl.JobcastLogger` times them. ``validation_steps`` (batches
         per validation pass), when given, sets the planned test steps. At the end of
         ``fit`` it waits up to ``final_scrape_timeout`` seconds for one more scrape when the
         exporter serves HTTP, so the server sees the final values. ``model.evaluate``

@@ -77,7 +77,7 @@ def train(
 
     import pandas as pd
 
-    from jobcast.output import console, emit_json, err_console, fail
+    from jobcast.cli.output import console, emit_json, err_console, fail
     from layerwise.features import FeatureError
     from layerwise.predictor import LayerPredictor
 
@@ -136,7 +136,7 @@ def predict(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Add predicted_ms, low_ms, high_ms to every row of --data and write --out."""
-    from jobcast.output import console, emit_json, fail
+    from jobcast.cli.output import console, emit_json, fail
     from layerwise.features import FeatureError
     from layerwise.predictor import LayerPredictor, default_predictor
 
@@ -168,7 +168,7 @@ def info(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show the model chosen per layer type and its validation error."""
-    from jobcast.output import console, emit_json, fail
+    from jobcast.cli.output import console, emit_json, fail
     from layerwise.predictor import LayerPredictor, default_predictor
 
     try:

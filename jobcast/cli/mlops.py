@@ -49,8 +49,8 @@ def register_command(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
 ) -> None:
     """Log the forecaster (end-to-end models + layerwise predictor + calibration), register it."""
-    from jobcast.output import console, emit_json, fail
-    from jobcast.registry import RegistryError, register_forecaster
+    from jobcast.cli.output import console, emit_json, fail
+    from jobcast.mlops.registry import RegistryError, register_forecaster
 
     try:
         from ingest.store import Store
@@ -129,9 +129,9 @@ def serve_command(
     timeout: int = typer.Option(60, "--timeout", min=1, help="Seconds allowed per request."),
 ) -> None:
     """Serve the registered forecaster over REST (POST /invocations; GET /ping, /version)."""
-    from jobcast.output import fail
-    from jobcast.registry import RegistryError, resolve_model_uri
-    from jobcast.tracking import resolve_tracking_uri
+    from jobcast.cli.output import fail
+    from jobcast.mlops.registry import RegistryError, resolve_model_uri
+    from jobcast.mlops.tracking import resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri, store)
     try:

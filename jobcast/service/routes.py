@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from layerwise.catalog import resolve_gpu
+from fleet.catalog import resolve_gpu
 
 
 def device_for(req) -> tuple[str, int]:

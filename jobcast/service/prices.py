@@ -27,7 +27,7 @@ class PriceTable:
 
     def price(self, gpu: str) -> float | None:
         """Price per GPU-hour of a GPU (any spelling the catalog resolves), else None."""
-        from layerwise.catalog import UnknownGpuError, resolve_gpu
+        from fleet.catalog import UnknownGpuError, resolve_gpu
 
         try:
             name = resolve_gpu(gpu).name
@@ -42,7 +42,7 @@ class PriceTable:
 
 def load_prices(path: str | Path | None = None) -> PriceTable:
     """Read a price table; errors name the file and line."""
-    from layerwise.catalog import UnknownGpuError, resolve_gpu
+    from fleet.catalog import UnknownGpuError, resolve_gpu
 
     path = Path(path or os.environ.get("JOBCAST_PRICES") or BUNDLED)
     try:

@@ -20,7 +20,7 @@ def held_out_predictions(points: pd.DataFrame, models: list[FittedModel]) -> pd.
     """Each run's phase total as its model's cross-validation predicted it (leave-one-run-out,
     or the tail hold-out of a single run: what ``cv_mape`` scores), with the model's 90 %
     interval around it."""
-    from jobcast.tracking import held_out_predictions as cv_predictions
+    from jobcast.mlops.tracking import held_out_predictions as cv_predictions
 
     pred = cv_predictions(models, points)
     half = {m.model_id: m.estimator.half_width_ for m in models}

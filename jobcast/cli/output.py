@@ -35,7 +35,8 @@ def emit_json(payload) -> None:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {message}")
+    """Print ``error: message`` on stderr, never wrapped (scripts grep it), and exit."""
+    err_console.print(f"[red]error:[/red] {message}", soft_wrap=True)
     raise typer.Exit(code)
 
 

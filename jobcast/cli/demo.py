@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.table import Table
 
-from jobcast.output import console
+from jobcast.cli.output import console
 
-SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "data"
+SAMPLES = Path(__file__).resolve().parents[2] / "tests" / "data"
 UNKNOWN_GPU = "unknown-gpu-x1"
 
 
@@ -33,7 +33,7 @@ IMAGENET_TRAIN, IMAGENET_VAL = 1_281_167, 50_000
 
 def _demo_jobs(models) -> list:
     """Jobs worth showing: every fitted ResNet-50 deployment, CaffeNet at an unseen batch, VGG16."""
-    from jobcast.forecaster import JobRequest
+    from jobcast.service.forecaster import JobRequest
 
     jobs = []
     seen = set()
@@ -76,9 +76,9 @@ def _has_test(models, train) -> bool:
 def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
     from ingest.pipeline import IngestReport, ingest_paths
     from ingest.store import Store
-    from jobcast.forecaster import Forecaster
-    from jobcast.output import progress_bar
-    from jobcast.views import forecasts_table, models_payload, models_table
+    from jobcast.cli.output import progress_bar
+    from jobcast.cli.views import forecasts_table, models_payload, models_table
+    from jobcast.service.forecaster import Forecaster
     from models.e2e import fit_store
 
     workdir.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Calibrate layerwise forecasts with the runs actually observed (route ``layerwise-calibrated``).
+"""Scale factors that calibrate layerwise forecasts with the runs actually observed.
 
 A layerwise forecast sums predicted layer times; a real job also pays for data loading,
 communication between devices, framework overhead and a different software stack. Those
@@ -6,7 +6,7 @@ costs are roughly proportional to the step time on a given piece of hardware, so
 correction is a scale factor ``actual / predicted`` learnt from observed runs:
 
 * **network x hardware**: the geometric mean of the ratios of this network's runs on this
-  hardware (``hardware`` = GPU catalog name and device count, e.g. ``tesla-v100-sxm2-16gb-x8``);
+  hardware (``hardware`` = a deployment key, e.g. ``nvidia-v100-sxm2-16gb-x8``);
 * **hardware**: for a network with no runs there, the geometric mean of the per-network
   factors of the other networks seen on that hardware (each network counts once).
 
@@ -19,19 +19,10 @@ The interval of a calibrated forecast is the layerwise interval scaled by the sa
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-
-ROUTE = "layerwise-calibrated"
-
-
-def hardware_key(device: str, devices: int = 1) -> str:
-    """The hardware a forecast is for: GPU catalog name and device count (``tesla-v100-…-x8``)."""
-    slug = re.sub(r"[^a-z0-9.]+", "-", str(device).lower()).strip("-")
-    return f"{slug}-x{int(devices)}"
 
 
 def network_key(network: str) -> str:
@@ -156,64 +147,3 @@ def observed_runs(store) -> pd.DataFrame:
     finals = points[(points["phase"] == "train") & points["final"]]
     cols = ["run_id", "source", "network", "deployment", "batch_size", "iterations", "seconds"]
     return finals[cols].reset_index(drop=True)
-
-
-def layerwise_observations(runs: pd.DataFrame, predictor=None) -> tuple[pd.DataFrame, list[str]]:
-    """Layerwise predictions for observed runs: the ``X`` (and ``actual``) of ``fit``.
-
-    Runs whose network or hardware the layerwise path cannot price are left out and listed
-    (``"<source>: <reason>"``). Each distinct network x deployment x batch is forecast once.
-    """
-    from jobcast.forecaster import JobRequest
-    from jobcast.layerwise_route import layerwise_forecast
-
-    rows, skipped, cache = [], [], {}
-    for run in runs.itertuples(index=False):
-        key = (run.network, run.deployment, int(run.batch_size))
-        if key not in cache:
-            req = JobRequest(network=run.network, deployment=run.deployment,
-                             batch_size=int(run.batch_size), iterations=1)
-            try:
-                cache[key] = layerwise_forecast(req, "", predictor=predictor)
-            except (LookupError, ValueError) as exc:
-                cache[key] = str(exc).split("no layerwise forecast: ", 1)[-1]
-        step = cache[key]
-        if isinstance(step, str):
-            skipped.append(f"{run.source}: {step}")
-            continue
-        rows.append(
-            {
-                "run_id": run.run_id,
-                "network": network_key(run.network),
-                "hardware": hardware_key(step["device"], step.get("devices", 1)),
-                "batch_size": int(run.batch_size),
-                "iterations": float(run.iterations),
-                "predicted": float(step["seconds"]) * float(run.iterations),
-                "actual": float(run.seconds),
-            }
-        )
-    cols = ["run_id", "network", "hardware", "batch_size", "iterations", "predicted", "actual"]
-    return pd.DataFrame(rows, columns=cols), skipped
-
-
-def calibrate_result(result: dict, network: str, calibrator: ScaleCalibrator | None) -> dict:
-    """A layerwise forecast dict scaled by its calibration factor (route ``layerwise-calibrated``).
-
-    Other routes, errors, and forecasts with no applicable factor come back unchanged.
-    """
-    if calibrator is None or result.get("route") != "layerwise" or "error" in result:
-        return result
-    hardware = hardware_key(result["device"], result.get("devices", 1))
-    scale = calibrator.scale_for(network, hardware)
-    if scale is None:
-        return result
-    out = dict(result)
-    for key in ("seconds", "low", "high"):
-        out[key] = result[key] * scale.factor
-    out.update(
-        route=ROUTE,
-        model=f"{result.get('model', 'layerwise')}+calibration/{scale.level}/{hardware}",
-        calibration={"factor": scale.factor, "level": scale.level, "runs": scale.runs,
-                     "hardware": hardware},
-    )
-    return out

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from jobcast.calibration import (
+from jobcast.service.calibrated import layerwise_observations
+from models.calibration import (
     ScaleCalibrator,
-    layerwise_observations,
     observed_runs,
 )
 
@@ -102,7 +102,7 @@ def calibration_loo_errors(obs: pd.DataFrame, shrinkage: float = 0.0) -> np.ndar
 
 def default_predictor_dir() -> Path | None:
     """The shipped layerwise predictor's folder, if this checkout has one."""
-    path = Path(__file__).resolve().parents[1] / "layerwise" / "data" / "default_predictor"
+    path = Path(__file__).resolve().parents[2] / "layerwise" / "data" / "default_predictor"
     return path if path.is_dir() and any(path.iterdir()) else None
 
 
@@ -126,8 +126,8 @@ def register_forecaster(
 ) -> Registration:
     """Log the forecaster built from ``store``'s fitted models, register it, apply the rule."""
     import mlflow
-    from jobcast.pyfunc_model import directory_fingerprint, log_forecaster
-    from jobcast.tracking import data_fingerprint, redact_url, resolve_tracking_uri, tracking
+    from jobcast.mlops.pyfunc_model import directory_fingerprint, log_forecaster
+    from jobcast.mlops.tracking import data_fingerprint, redact_url, resolve_tracking_uri, tracking
     from models.e2e import load_models
 
     models = load_models(store)

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import typer
 
-from jobcast import cli_bench, cli_layerwise, cli_mlflow, cli_prometheus
-from jobcast.output import console, emit_json, err_console, fail
+from jobcast.cli import bench as cli_bench
+from jobcast.cli import layerwise as cli_layerwise
+from jobcast.cli import mlops as cli_mlflow
+from jobcast.cli import prometheus as cli_prometheus
+from jobcast.cli.output import console, emit_json, err_console, fail
 
 app = typer.Typer(
     help="Forecast how long a CNN training job will take, before it runs.",
@@ -46,7 +49,7 @@ def ingest(
 ) -> None:
     """Parse training logs into the store (idempotent; each file whole or not at all)."""
     from ingest.pipeline import Overrides, ingest_paths
-    from jobcast.output import progress_bar
+    from jobcast.cli.output import progress_bar
 
     st = _store(store)
     overrides = Overrides(network=network, deployment=deployment, batch_size=batch_size)
@@ -85,7 +88,7 @@ def runs(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of runs."),
 ) -> None:
     """List the runs in the store with their phase segments."""
-    from jobcast.views import runs_payload, runs_table
+    from jobcast.cli.views import runs_payload, runs_table
 
     payload = runs_payload(_store(store), network, deployment)
     if as_json:
@@ -107,7 +110,7 @@ def fit(
     as_json: bool = typer.Option(False, "--json", help="Print the fitted models as JSON."),
 ) -> None:
     """Fit the end-to-end models (one per network x deployment x phase x stack)."""
-    from jobcast.views import models_payload, models_table
+    from jobcast.cli.views import models_payload, models_table
     from models.e2e import fit_store
 
     st = _store(store)
@@ -119,7 +122,7 @@ def fit(
         fail("no models fitted: the store holds no runs (run `jobcast ingest PATH` first)")
     payload = models_payload(models)
     if track:
-        from jobcast.tracking import log_fit_run
+        from jobcast.mlops.tracking import log_fit_run
 
         run_id = log_fit_run(st, models, tracking_uri=tracking_uri, form=form)
         err_console.print(f"MLflow run {run_id}")
@@ -152,13 +155,13 @@ def predict(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Forecast seconds (with an interval) for a phase, a job, or a CSV of jobs."""
-    from jobcast.forecaster import Forecaster, JobRequest, JobRequestError
+    from jobcast.service.forecaster import Forecaster, JobRequest, JobRequestError
 
     if phase not in ("train", "test"):
         fail(f"--phase must be train or test, got {phase!r}")
     fc = Forecaster(_store(store))
     if jobs is not None:
-        from jobcast.forecaster import read_jobs_csv
+        from jobcast.service.forecaster import read_jobs_csv
 
         try:
             requests = read_jobs_csv(jobs)
@@ -168,7 +171,7 @@ def predict(
         if as_json:
             emit_json(results)
         else:
-            from jobcast.views import forecasts_table
+            from jobcast.cli.views import forecasts_table
 
             console.print(forecasts_table(results))
         raise typer.Exit(1 if any("error" in r for r in results) else 0)
@@ -195,7 +198,7 @@ def predict(
     if as_json:
         emit_json(result)
     else:
-        from jobcast.views import forecast_text
+        from jobcast.cli.views import forecast_text
 
         console.print(forecast_text(result))
 
@@ -220,9 +223,9 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Rank deployments for a job by forecast time and by cost."""
-    from jobcast.compare import compare as run_compare
-    from jobcast.forecaster import Forecaster
-    from jobcast.prices import PriceTableError, load_prices
+    from jobcast.service.compare import compare as run_compare
+    from jobcast.service.forecaster import Forecaster
+    from jobcast.service.prices import PriceTableError, load_prices
 
     try:
         table = load_prices(prices)
@@ -242,7 +245,7 @@ def compare(
     if as_json:
         emit_json(result)
     else:
-        from jobcast.views import compare_table
+        from jobcast.cli.views import compare_table
 
         console.print(compare_table(result))
 
@@ -253,7 +256,7 @@ def report(
     store: str | None = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Write a self-contained HTML report of the store and every fitted model."""
-    from jobcast.report import write_report
+    from jobcast.cli.report import write_report
 
     path = write_report(_store(store), out)
     console.print(f"wrote {path}")
@@ -266,7 +269,7 @@ def demo(
     ),
 ) -> None:
     """The main job: ingest the bundled sample logs, fit, forecast a few jobs (offline)."""
-    from jobcast.demo import run_demo
+    from jobcast.cli.demo import run_demo
 
     sys.exit(run_demo(workdir))
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from jobcast.forecaster import Forecaster, JobRequest
-from jobcast.prices import PriceTable
+from jobcast.service.forecaster import Forecaster, JobRequest
+from jobcast.service.prices import PriceTable
 
 # Training-set sizes assumed when the caller gives none (samples per epoch).
 KNOWN_DATASETS = {"resnet20": ("CIFAR-10", 50_000), "resnet3-cifar10": ("CIFAR-10", 50_000)}

@@ -6,7 +6,7 @@ expected finish time with an interval.
 
 Per phase kind (train, test) with ``N`` planned steps, ``n`` done in ``s`` seconds and the
 model's time ``T(x)`` for ``x`` steps (end-to-end model of the job's network, deployment
-and batch size, else the layerwise route, through :class:`jobcast.forecaster.Forecaster`):
+and batch size, else the layerwise route, through :class:`jobcast.service.forecaster.Forecaster`):
 
 * model part: ``(T(N) - T(n)) * (1 + w (r - 1))``, with ``r`` the job's
   observed-to-predicted ratio ``s / T(n)`` and ``w = n / N``: the ratio is trusted in
@@ -86,7 +86,7 @@ class _PhaseModel:
         self._cache: dict[int, dict] = {}
 
     def __call__(self, steps: float) -> dict:
-        from jobcast.forecaster import JobRequest
+        from jobcast.service.forecaster import JobRequest
 
         x = int(round(max(0.0, steps)))
         if x in self._cache:

@@ -38,7 +38,7 @@ AS_JSON = typer.Option(False, "--json", help="Print JSON.")
 
 def _client(url, timeout, retries, bearer_token, basic_auth, ca_file, insecure):
     from ingest.prometheus import PrometheusClient, PrometheusError
-    from jobcast.output import fail
+    from jobcast.cli.output import fail
 
     auth = None
     if basic_auth:
@@ -61,7 +61,7 @@ def _client(url, timeout, retries, bearer_token, basic_auth, ca_file, insecure):
 
 def _names(prefix, job_label, network_label, deployment_label):
     from ingest.prometheus import MetricNames
-    from jobcast.output import fail
+    from jobcast.cli.output import fail
 
     try:
         return MetricNames(prefix=prefix, job_label=job_label, network_label=network_label,
@@ -72,7 +72,7 @@ def _names(prefix, job_label, network_label, deployment_label):
 
 def _store(url):
     from ingest.store import Store
-    from jobcast.output import fail
+    from jobcast.cli.output import fail
 
     try:
         return Store(url)
@@ -131,7 +131,7 @@ def ingest_prometheus(
         parse_matcher,
         parse_time,
     )
-    from jobcast.output import console, emit_json, fail
+    from jobcast.cli.output import console, emit_json, fail
 
     try:
         start, end = parse_time(since), parse_time(until)
@@ -198,9 +198,9 @@ def eta(
 ) -> None:
     """When will a running job finish? Its progress in Prometheus plus its fitted model."""
     from ingest.prometheus import PrometheusError, parse_duration
-    from jobcast.eta import EtaError, estimate_eta, fetch_job
-    from jobcast.forecaster import Forecaster
-    from jobcast.output import console, emit_json, fail
+    from jobcast.cli.output import console, emit_json, fail
+    from jobcast.service.eta import EtaError, estimate_eta, fetch_job
+    from jobcast.service.forecaster import Forecaster
 
     try:
         lookback_s = parse_duration(lookback)

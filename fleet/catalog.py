@@ -1,8 +1,9 @@
 """Catalog of NVIDIA GPUs with the hardware features the layer predictor uses.
 
-The data lives in ``layerwise/data/gpu_catalog.csv`` (sources in ``layerwise/data/README.md``).
-Names are normalised so that ``"Tesla V100-SXM2-16GB"``, ``"V100"`` and ``"NVIDIA Tesla V100"``
-resolve to the same entry; an unknown name raises :class:`UnknownGpuError` listing close matches.
+The data lives in ``fleet/data/gpu_catalog.csv`` (sources in ``fleet/data/README.md``).
+Names are normalised by :func:`fleet.names.lookup_key`, so that ``"Tesla V100-SXM2-16GB"``,
+``"V100"`` and ``"NVIDIA Tesla V100"`` resolve to the same entry; an unknown name raises
+:class:`UnknownGpuError` listing close matches.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-CATALOG_PATH = Path(__file__).resolve().parent / "data" / "gpu_catalog.csv"
+from fleet.names import lookup_key
 
-# Marketing words that do not tell two GPUs apart ("NVIDIA Tesla V100" is "V100").
-_NOISE_WORDS = ("nvidia", "tesla", "geforce", "quadro", "generation", "graphics")
+CATALOG_PATH = Path(__file__).resolve().parent / "data" / "gpu_catalog.csv"
 
 HW_KEYS = (
     "hw_kind",
@@ -74,14 +74,6 @@ class GpuSpec:
         }
 
 
-def normalize_name(name: str) -> str:
-    """Key without case, vendor words, spaces, punctuation ("Tesla V100-SXM2" -> "v100sxm2")."""
-    text = str(name).lower()
-    for word in _NOISE_WORDS:
-        text = re.sub(rf"\b{word}\b", " ", text)
-    return re.sub(r"[^a-z0-9]", "", text)
-
-
 def _parse_row(row: dict[str, str], line: int) -> GpuSpec:
     try:
         return GpuSpec(
@@ -115,7 +107,7 @@ def _index(path: str | Path = CATALOG_PATH) -> dict[str, GpuSpec]:
     index: dict[str, GpuSpec] = {}
     for spec in load_catalog(path):
         for label in (spec.name, *spec.aliases):
-            key = normalize_name(label)
+            key = lookup_key(label)
             other = index.get(key)
             if other is not None and other.name != spec.name:
                 raise ValueError(
@@ -128,7 +120,7 @@ def _index(path: str | Path = CATALOG_PATH) -> dict[str, GpuSpec]:
 def resolve_gpu(name: str, path: str | Path = CATALOG_PATH) -> GpuSpec:
     """The catalog entry for ``name`` (any spelling listed as name or alias, case-insensitive)."""
     index = _index(path)
-    key = normalize_name(name)
+    key = lookup_key(name)
     if key in index:
         return index[key]
     close = difflib.get_close_matches(key, list(index), n=5, cutoff=0.6)

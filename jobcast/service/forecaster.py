@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from ingest.deployment import normalise_deployment
+from fleet.deployment import normalise_deployment
 from ingest.store import Store
 from models.e2e import NoModelError, choose, forecast, load_models
 from models.job import JobPlan, forecast_job
@@ -60,7 +60,7 @@ class Forecaster:
     The end-to-end models come from ``store`` (read on first use) or are given as
     ``models`` (``FittedModel`` list, e.g. a snapshot packaged with an MLflow model).
     ``layer_predictor`` defaults to the shipped layerwise predictor. With a ``calibration``
-    (``jobcast.calibration.ScaleCalibrator``), layerwise answers are scaled by what the
+    (``models.calibration.ScaleCalibrator``), layerwise answers are scaled by what the
     network's real runs showed (route ``layerwise-calibrated``), and an end-to-end model
     fitted on fewer than ``MIN_E2E_RUNS`` runs, asked about a batch size its runs did not
     use, gives way to that calibrated layerwise forecast (the layerwise model knows how time
@@ -128,8 +128,8 @@ class Forecaster:
         return forecast(model, req.iterations, req.batch_size)
 
     def _layerwise(self, req: JobRequest, e2e_miss: str) -> dict:
-        from jobcast.calibration import calibrate_result
-        from jobcast.layerwise_route import layerwise_forecast
+        from jobcast.service.calibrated import calibrate_result
+        from jobcast.service.routes import layerwise_forecast
 
         result = layerwise_forecast(req, e2e_miss, predictor=self.layer_predictor)
         return calibrate_result(result, req.network, self.calibration)
@@ -146,9 +146,10 @@ class Forecaster:
 
     def _calibrated_layerwise(self, req: JobRequest) -> dict | None:
         """The layerwise forecast scaled by this network's own runs on this hardware, if any."""
-        from jobcast.calibration import calibrate_result, hardware_key, network_key
-        from jobcast.layerwise_route import device_for, layerwise_forecast
-        from layerwise.catalog import resolve_gpu
+        from fleet.catalog import resolve_gpu
+        from jobcast.service.calibrated import calibrate_result, hardware_key
+        from jobcast.service.routes import device_for, layerwise_forecast
+        from models.calibration import network_key
 
         try:  # cheap check first: is there a factor for this network on this hardware?
             device, count = device_for(req)

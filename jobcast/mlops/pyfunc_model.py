@@ -10,10 +10,10 @@ Numbers other than ``batch_size`` are doubles in the signature so that they may 
 
 Output: one row per job with ``seconds, low, high, unit, route, model, extrapolated, error``.
 ``route`` is ``end-to-end`` (the network x deployment has history), ``layerwise-calibrated``
-(no history, but observed runs give a scale factor: see ``jobcast.calibration``) or
+(no history, but observed runs give a scale factor: see ``models.calibration``) or
 ``layerwise``; ``model`` is the id of the model that answered. One exception to "history
-wins" (decided in ``jobcast.forecaster.Forecaster``): an end-to-end model fitted on fewer than
-``MIN_E2E_RUNS`` runs, asked about a batch size its runs did not use, gives way to the
+wins" (decided in ``jobcast.service.forecaster.Forecaster``): an end-to-end model fitted on
+fewer than ``MIN_E2E_RUNS`` runs, asked about a batch size its runs did not use, gives way to the
 layerwise forecast calibrated on that network's own runs on the same hardware (a new
 network's first runs: the layerwise model knows how time scales with the batch, the runs know
 the level).
@@ -26,7 +26,7 @@ with the reason in that row's ``error`` column.
 
 Artifacts of the logged model: ``e2e_models`` (JSON snapshot of the fitted end-to-end models),
 ``calibration`` (JSON scale factors), ``layer_predictor`` (the predictor's folder, when one is
-packaged). The packages ``jobcast``, ``ingest``, ``models`` and ``layerwise`` travel as
+packaged). The packages ``jobcast``, ``ingest``, ``models``, ``layerwise`` and ``fleet`` travel as
 ``code_paths``, so serving with ``--env-manager local`` needs only their dependencies.
 """
 
@@ -48,11 +48,11 @@ from mlflow.models import ModelSignature
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
 import mlflow
-from jobcast.calibration import ScaleCalibrator
-from jobcast.forecaster import Forecaster, JobRequest
+from jobcast.service.forecaster import Forecaster, JobRequest
+from models.calibration import ScaleCalibrator
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CODE_PACKAGES = ("jobcast", "ingest", "models", "layerwise")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CODE_PACKAGES = ("jobcast", "ingest", "models", "layerwise", "fleet")
 # The shipped predictor travels as an artifact, not twice.
 _CODE_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "default_predictor", ".*")
 

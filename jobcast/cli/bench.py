@@ -44,7 +44,7 @@ def bench(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Benchmark random layer configurations; appends rows as it goes and resumes after a kill."""
-    from jobcast.output import console, emit_json, fail, progress_bar
+    from jobcast.cli.output import console, emit_json, fail, progress_bar
 
     try:
         from layerwise.bench import CampaignFileError, TimingPlan, parse_layers, run_campaign
