@@ -45,7 +45,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from ingest.pipeline import ingest_paths  # noqa: E402
 from ingest.store import Store  # noqa: E402
-from jobcast.service.calibrated import layerwise_observations  # noqa: E402
+from jobcast.service.calibration import layerwise_observations  # noqa: E402
 from models.calibration import (  # noqa: E402
     ScaleCalibrator,
     observed_runs,

@@ -14,15 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ingest.pipeline import (
-    Overrides,
-    context_for,
-    detect,
-    discover,
-    ingest_paths,
-    parsers,
-    read_lines,
-)
+from ingest.parsers import Overrides, context_for, detect
+from ingest.parsers import registered as parsers
+from ingest.pipeline import discover, ingest_paths, read_lines
 from ingest.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -47,7 +47,8 @@ from ingest.pipeline import ingest_paths  # noqa: E402
 from ingest.prometheus import PrometheusClient, PrometheusError, ingest_prometheus  # noqa: E402
 from ingest.store import Store  # noqa: E402
 from jobcast.service.eta import estimate_eta, fetch_job  # noqa: E402
-from jobcast.service.forecaster import Forecaster, JobRequest  # noqa: E402
+from jobcast.service.forecaster import Forecaster  # noqa: E402
+from jobcast.service.request import JobRequest  # noqa: E402
 from models.e2e import fit_store  # noqa: E402
 
 BINS = [(0.0, 0.1), (0.1, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 0.9), (0.9, 1.0)]
@@ -89,7 +90,7 @@ def forecast(store: Store, batch: int, steps: float, phase: str) -> float | None
     req = JobRequest(network="tinycnn", deployment="1x cpu", batch_size=batch,
                      iterations=int(steps), phase=phase)
     out = Forecaster(store).forecast(req)
-    return None if "error" in out else out["seconds"]
+    return out.seconds if out.ok else None
 
 
 def eta_errors(client, job_id: str, forecaster, start: float, end: float,

@@ -1,31 +1,38 @@
-"""Ingest files and folders into the store: detect, parse, check, write (one transaction a file)."""
+"""Ingest files and folders into the store: detect, parse, check, write (one transaction a file).
+
+Rules
+-----
+* Formats come from the parser registry (:mod:`ingest.parsers`): the first parser whose
+  ``sniff`` recognises the first :data:`SNIFF_LINES` lines parses the file, with the
+  context its ``context`` builds (side files, overrides).
+* A file is stored whole or rejected with a reason; content already stored (same SHA-256)
+  is a duplicate and is not parsed again.
+* CLI overrides win over what the log says; every run must then name its network,
+  deployment and batch size and hold some progress (:func:`check_run`).
+"""
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 
 from fleet.deployment import normalise_deployment
-from ingest.events import ParseContext, ParsedRun, ParseError
+from ingest.events import ParsedRun, ParseError
+from ingest.parsers import (
+    SNIFF_LINES,
+    Overrides,
+    Parser,
+    context_for,
+    detect,
+    format_label,
+    registered,
+)
 from ingest.store import Store
 
-PARSER_MODULES = ("mlperf", "caffe", "tf_cnn", "keras_stdout", "jsonl")
-SNIFF_LINES = 200
 # Files in a tree that are never logs: side files the parsers read themselves, docs, images.
 _IGNORED_SUFFIXES = {".json", ".md", ".png", ".jpg", ".svg", ".pdf", ".py", ".prototxt", ".csv"}
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """What the CLI supplies or replaces: ``--network``, ``--deployment``, ``--batch-size``."""
-
-    network: str | None = None
-    deployment: str | None = None
-    batch_size: int | None = None
 
 
 @dataclass
@@ -38,10 +45,6 @@ class IngestReport:
     @property
     def ok(self) -> bool:
         return not self.rejected
-
-
-def parsers() -> list[ModuleType]:
-    return [importlib.import_module(f"ingest.parsers.{name}") for name in PARSER_MODULES]
 
 
 def discover(paths: Iterable[str]) -> tuple[list[tuple[str, Path]], list[str], list[ParseError]]:
@@ -65,28 +68,6 @@ def discover(paths: Iterable[str]) -> tuple[list[tuple[str, Path]], list[str], l
         else:
             missing.append(ParseError("no such file or folder", source=given))
     return found, skipped, missing
-
-
-def detect(head: list[str], modules: list[ModuleType]) -> ModuleType | None:
-    for module in modules:
-        if module.sniff(head):
-            return module
-    return None
-
-
-def context_for(path: Path, source: str, module: ModuleType, overrides: Overrides) -> ParseContext:
-    ctx = ParseContext(source=source)
-    if module.FORMAT == "mlperf":
-        from ingest.mlperf_layout import context_for as mlperf_context
-
-        ctx = mlperf_context(path)
-    return replace(
-        ctx,
-        source=source,
-        network=overrides.network,
-        deployment=overrides.deployment,
-        batch_size=overrides.batch_size,
-    )
 
 
 def apply_overrides(run: ParsedRun, overrides: Overrides) -> ParsedRun:
@@ -120,6 +101,12 @@ def check_run(run: ParsedRun, index: int) -> None:
         raise ParseError(f"{label}: no batch size in the log; pass --batch-size", line=line)
 
 
+def _known(parsers: list[Parser]) -> str:
+    """``"A, B or C"``: the formats' labels, for the unrecognised-format message."""
+    labels = [format_label(p) for p in parsers]
+    return " or ".join(filter(None, [", ".join(labels[:-1]), *labels[-1:]]))
+
+
 def read_lines(data: bytes, source: str) -> list[str]:
     if b"\x00" in data[:65536]:
         raise ParseError("binary file (NUL bytes), not a text log", line=1, source=source)
@@ -127,7 +114,7 @@ def read_lines(data: bytes, source: str) -> list[str]:
 
 
 def ingest_file(
-    store: Store, source: str, path: Path, overrides: Overrides, modules: list[ModuleType]
+    store: Store, source: str, path: Path, overrides: Overrides, parsers: list[Parser]
 ) -> tuple[str, object]:
     """Ingest one file. Returns ("added", runs) / ("duplicate", first source); raises ParseError."""
     try:
@@ -139,17 +126,12 @@ def ingest_file(
     if first is not None:
         return "duplicate", first
     lines = read_lines(data, source)
-    module = detect(lines[:SNIFF_LINES], modules)
-    if module is None:
-        raise ParseError(
-            "unrecognised format (not MLPerf, Caffe, tf_cnn_benchmarks, Keras or "
-            "jobcast JSON-lines)",
-            line=1,
-            source=source,
-        )
+    parser = detect(lines[:SNIFF_LINES], parsers)
+    if parser is None:
+        raise ParseError(f"unrecognised format (not {_known(parsers)})", line=1, source=source)
     try:
-        ctx = context_for(path, source, module, overrides)
-        parsed = module.parse(lines, ctx)
+        ctx = context_for(path, source, parser, overrides)
+        parsed = parser.parse(lines, ctx)
         parsed = [apply_overrides(run, overrides) for run in parsed]
         if not parsed:
             raise ParseError("no training run found in the log", line=1)
@@ -158,7 +140,7 @@ def ingest_file(
     except ParseError as exc:
         raise exc if exc.source else exc.with_source(source) from None
     file_id = store.add_file(
-        content_hash=content_hash, source=source, fmt=module.FORMAT, size=len(data), parsed=parsed
+        content_hash=content_hash, source=source, fmt=parser.FORMAT, size=len(data), parsed=parsed
     )
     if file_id is None:  # another process stored the same content meanwhile
         return "duplicate", store.has_content(content_hash)
@@ -173,12 +155,12 @@ def ingest_paths(
 ) -> IngestReport:
     """Ingest every log under ``paths``; each file is stored whole or rejected with a reason."""
     overrides = overrides or Overrides()
-    modules = parsers()
+    parsers = registered()
     found, skipped, missing = discover(paths)
     report = IngestReport(skipped=skipped, rejected=list(missing))
     for done, (source, path) in enumerate(found, start=1):
         try:
-            status, value = ingest_file(store, source, path, overrides, modules)
+            status, value = ingest_file(store, source, path, overrides, parsers)
         except ParseError as exc:
             report.rejected.append(exc)
         else:

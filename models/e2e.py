@@ -143,7 +143,7 @@ def choose(
 
 
 def forecast(model: FittedModel, iterations: float, batch_size: int) -> dict:
-    """One phase forecast in seconds with its interval."""
+    """One phase forecast in seconds with its interval (the service names the route)."""
     if not (iterations >= 0 and math.isfinite(iterations)):
         raise ValueError(f"iterations must be a non-negative number, got {iterations}")
     if batch_size <= 0:
@@ -156,7 +156,6 @@ def forecast(model: FittedModel, iterations: float, batch_size: int) -> dict:
         "low": float(row["low"]),
         "high": float(row["high"]),
         "unit": "s",
-        "route": "end-to-end",
         "model": model.model_id,
         "extrapolated": bool(row["extrapolated"]),
         "cv_mape": model.estimator.cv_mape_,

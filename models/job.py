@@ -60,7 +60,6 @@ def forecast_job(models: list[FittedModel], plan: JobPlan) -> dict:
     return {
         **total,
         "unit": "s",
-        "route": "end-to-end",
         "model": train.model_id,
         "extrapolated": any(p["extrapolated"] for p in phases.values()),
         "phases": phases,

@@ -57,14 +57,14 @@ print(len(models), "models fitted")"""),
                "model refitted without it; the naive baseline multiplies the other runs' mean "
                "seconds per iteration by the run's iterations."),
         ("code", """\
-from jobcast.cli.report import held_out_predictions
+from models.evaluation import held_out_predictions
 
-pred = held_out_predictions(points, models)
-held = pred[pred["kind"] == "held out"].copy()
+pred = held_out_predictions(models, points)
+held = pred[pred["cv_kind"] == "leave-one-run-out"].copy()
 finals = points[points["final"]]
 naive = []
 for _, row in held.iterrows():
-    m = next(m for m in models if m.model_id == row["model"])
+    m = next(m for m in models if m.model_id == row["model_id"])
     key = finals[(finals["network"] == m.network) & (finals["deployment"] == m.deployment)
                  & (finals["phase"] == m.phase) & (finals["stack"] == m.stack)]
     mine = key[key.source == row["source"]]

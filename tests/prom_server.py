@@ -396,7 +396,7 @@ def _child(opts: argparse.Namespace) -> None:
         exporter.close()
         summary["jobs"].append({"job_id": job_id, "batch_size": batch, "start": start,
                                 "end": end, "jsonl": str(jsonl),
-                                "job_end": exporter._job_end,
+                                "job_end": exporter.job_end,
                                 "scrapes": exporter.scrapes})
     stop.set()
     thread.join()

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from jobcast.service.calibrated import ROUTE, calibrate_result, hardware_key
+from fleet.deployment import Deployment
+from jobcast.service.forecast import Forecast, Route
+from jobcast.service.request import JobRequest
+from jobcast.service.routes import calibrate, hardware_key
 from models.calibration import ScaleCalibrator
 
 
@@ -67,17 +71,24 @@ def test_json_round_trip_gives_the_same_factors():
             assert back.scale_for(network, hardware) == cal.scale_for(network, hardware)
 
 
-def test_calibrate_result_scales_layerwise_forecasts_only():
+def test_calibrate_scales_layerwise_forecasts_only():
     X, y = _obs([("vgg16", hardware_key("Tesla V100 SXM2 16GB", 8), 1.0, 3.0)])
     cal = ScaleCalibrator().fit(X, y)
-    layerwise = {"seconds": 10.0, "low": 8.0, "high": 13.0, "route": "layerwise",
-                 "model": "layerwise/abc", "device": "Tesla V100 SXM2 16GB", "devices": 8}
-    out = calibrate_result(layerwise, "VGG16", cal)
-    assert out["route"] == ROUTE and out["calibration"]["runs"] == 1
-    assert [out[k] / layerwise[k] for k in ("seconds", "low", "high")] == pytest.approx([3.0] * 3)
-    assert out["model"].startswith("layerwise/abc+calibration/network-hardware/")
-    single = {**layerwise, "devices": 1}
-    assert calibrate_result(single, "vgg16", cal) is single  # other hardware: no factor
-    e2e = {"seconds": 1.0, "low": 1.0, "high": 1.0, "route": "end-to-end"}
-    assert calibrate_result(e2e, "vgg16", cal) is e2e
-    assert calibrate_result({"error": "x"}, "vgg16", cal) == {"error": "x"}
+    job = JobRequest(network="VGG16", deployment="8x V100", batch_size=256, iterations=10)
+    layerwise = Forecast(job, 10.0, 8.0, 13.0, Route.LAYERWISE, "layerwise/abc",
+                         details={"device": "Tesla V100 SXM2 16GB", "devices": 8})
+    out = calibrate(layerwise, cal)
+    assert out.route is Route.LAYERWISE_CALIBRATED and out.details["calibration"]["runs"] == 1
+    ratios = [getattr(out, k) / getattr(layerwise, k) for k in ("seconds", "low", "high")]
+    assert ratios == pytest.approx([3.0] * 3)
+    assert out.model.startswith("layerwise/abc+calibration/network-hardware/")
+    assert out.to_dict()["route"] == "layerwise-calibrated"
+    single = replace(layerwise, details={**layerwise.details, "devices": 1})
+    assert calibrate(single, cal) is single  # other hardware: no factor
+    e2e = replace(layerwise, route=Route.END_TO_END, model="e2e/x")
+    assert calibrate(e2e, cal) is e2e
+
+
+def test_hardware_key_is_the_deployment_key():
+    assert hardware_key("Tesla V100-SXM2-16GB", 8) == "nvidia-v100-sxm2-16gb-x8"
+    assert hardware_key("NVIDIA A100-SXM4-40GB", 2) == Deployment.parse("2x A100 SXM4 40GB").key

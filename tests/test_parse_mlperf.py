@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ingest.events import ParseContext, ParsedRun, ParseError
-from ingest.mlperf_layout import context_for, layout_parts, load_system
 from ingest.parsers import mlperf
+from ingest.parsers.mlperf.system import context_for, layout_parts, load_system
 
 DATA = Path(__file__).parent / "data" / "mlperf"
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "logs" / "mlperf"

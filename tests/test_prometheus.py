@@ -42,7 +42,8 @@ from ingest.store import Store
 from jobcast.cli.prometheus import register
 from jobcast.instrument.prometheus import TraceRecorder
 from jobcast.service.eta import estimate_eta, fetch_job
-from jobcast.service.forecaster import Forecaster, JobRequest
+from jobcast.service.forecaster import Forecaster
+from jobcast.service.request import JobRequest
 from models.e2e import fit_store
 
 pytestmark = pytest.mark.slow
@@ -148,7 +149,7 @@ def test_backfilled_history_agrees_with_logs(stores, server):
         for batch in HISTORY_BATCHES:
             req = JobRequest(network="tinycnn", deployment="1x cpu", batch_size=batch,
                              iterations=steps, phase=phase)
-            a, b = fc_prom.forecast(req), fc_logs.forecast(req)
+            a, b = fc_prom.forecast(req).to_dict(), fc_logs.forecast(req).to_dict()
             assert a["route"] == b["route"] == "end-to-end", (a, b)
             own_error = max(a["cv_mape"] or 0, b["cv_mape"] or 0) / 100
             tolerance = 0.10 if phase == "train" else max(0.10, own_error)

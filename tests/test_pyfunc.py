@@ -21,7 +21,8 @@ from jobcast.mlops.registry import (
     should_promote,
     validation_mape,
 )
-from jobcast.service.forecaster import Forecaster, JobRequest
+from jobcast.service.forecaster import Forecaster
+from jobcast.service.request import JobRequest
 from models.e2e import fit_store, load_models
 
 DATA = Path(__file__).parent / "data"
@@ -92,7 +93,7 @@ def test_registered_forecaster_answers_like_jobcast_predict(registered):
     assert ((out["low"] <= out["seconds"]) & (out["seconds"] <= out["high"])).all()
     direct = Forecaster(store)
     for job, row in zip(jobs, out.to_dict(orient="records"), strict=True):
-        expect = direct.forecast(job)
+        expect = direct.forecast(job).to_dict()
         assert row["model"] == expect["model"]
         assert row["seconds"] == pytest.approx(expect["seconds"], rel=1e-12)
         assert (row["low"], row["high"]) == pytest.approx((expect["low"], expect["high"]))
@@ -134,7 +135,7 @@ def test_rows_with_nulls_and_bad_whole_numbers():
     with pytest.raises(ValueError, match="dataset_size must be a whole number"):
         request_from_row({"network": "x", "batch_size": 1, "dataset_size": 10.5})
     with pytest.raises(ValueError, match="network is missing"):
-        request_from_row({"network": None, "batch_size": 1})
+        request_from_row({"network": None, "batch_size": 1}).validate()
 
 
 def test_fresh_process_loads_the_registered_model_and_predicts_the_same(registered, tmp_path):

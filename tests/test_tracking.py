@@ -100,6 +100,23 @@ def test_fit_run_holds_params_metrics_fingerprint_and_plot(fitted, tmp_path):
         assert mape == pytest.approx(metrics[f"cv_mape/{model_id}"], rel=1e-6)
 
 
+def test_held_out_predictions_carry_interval_and_skip_stale_models(fitted):
+    from models.dataset import progress_points
+    from models.evaluation import COLUMNS, held_out_predictions
+
+    store, models = fitted
+    points = progress_points(store)
+    pred = held_out_predictions(models, points)
+    assert list(pred.columns) == list(COLUMNS)
+    assert len(pred) == sum(len(m.estimator.cv_errors_) for m in models)
+    assert (pred["low"] <= pred["predicted"]).all() and (pred["predicted"] <= pred["high"]).all()
+    assert set(pred["source"]) <= set(points["source"])
+    # A run added after the fit: that model's errors no longer line up, so it is left out.
+    first = pred["run_id"].iloc[0]
+    stale = points[points["run_id"] != first]
+    assert first not in set(held_out_predictions(models, stale)["run_id"])
+
+
 def test_fingerprint_depends_on_content_not_names_or_order(tmp_path):
     logs = sorted(p for p in MLPERF.rglob("result_*.txt"))
     assert len(logs) >= 3

@@ -1,0 +1,112 @@
+"""Log formats: the :class:`Parser` protocol every format module follows, and the registry.
+
+Rules
+-----
+* A parser is a module with ``FORMAT`` (the name stored with each file), ``sniff(head)``
+  (True if the first :data:`SNIFF_LINES` lines are this format) and ``parse(lines, ctx)``,
+  a pure function from lines to :class:`~ingest.events.ParsedRun` objects (no file system,
+  no store, no clock). ``LABEL`` (the name used in messages) is optional, as is
+  ``context(path, source, overrides)`` for formats that read side files next to the log
+  (MLPerf system descriptions); without it the context holds the source and the overrides.
+* Detection asks the registered parsers in registration order; the first whose ``sniff``
+  says yes parses the file. More specific formats are therefore registered first.
+* Adding a format is one new module here plus one :func:`register` line below. Modules are
+  imported when the registry is first asked, so importing one parser stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from ingest.events import ParseContext, ParsedRun
+
+SNIFF_LINES = 200
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the CLI supplies or replaces: ``--network``, ``--deployment``, ``--batch-size``."""
+
+    network: str | None = None
+    deployment: str | None = None
+    batch_size: int | None = None
+
+
+@runtime_checkable
+class Parser(Protocol):
+    """A log format. Implemented by modules: ``FORMAT``, ``sniff`` and ``parse``.
+
+    Optional members (looked up with ``getattr``): ``LABEL: str`` and
+    ``context(path: Path, source: str, overrides: Overrides) -> ParseContext``.
+    """
+
+    FORMAT: str
+
+    def sniff(self, head: list[str]) -> bool: ...
+
+    def parse(self, lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]: ...
+
+
+_REGISTRY: list[str] = []
+
+
+def register(module: str) -> None:
+    """Append the parser module ``module`` (dotted name) to the detection order."""
+    if module in _REGISTRY:
+        raise ValueError(f"parser {module!r} is already registered")
+    _REGISTRY.append(module)
+
+
+# Detection order: the first parser whose sniff() matches wins.
+register("ingest.parsers.mlperf")
+register("ingest.parsers.caffe")
+register("ingest.parsers.tf_cnn")
+register("ingest.parsers.keras_stdout")
+register("ingest.parsers.jsonl")
+
+
+def registered() -> list[Parser]:
+    """The registered parsers, imported, in detection order."""
+    found: list[Parser] = []
+    for name in _REGISTRY:
+        module = importlib.import_module(name)
+        if not isinstance(module, Parser):
+            raise TypeError(f"{name} is not a parser (needs FORMAT, sniff and parse)")
+        found.append(module)
+    return found
+
+
+def format_label(parser: Parser) -> str:
+    """The format's name for messages: ``LABEL``, else ``FORMAT``."""
+    return getattr(parser, "LABEL", parser.FORMAT)
+
+
+def detect(head: list[str], parsers: Iterable[Parser] | None = None) -> Parser | None:
+    """The first parser (of ``parsers``, default: the registry) that recognises ``head``."""
+    for parser in registered() if parsers is None else parsers:
+        if parser.sniff(head):
+            return parser
+    return None
+
+
+def with_overrides(ctx: ParseContext, source: str, overrides: Overrides) -> ParseContext:
+    """``ctx`` for ``source`` with the CLI's network, deployment and batch size."""
+    return replace(
+        ctx,
+        source=source,
+        network=overrides.network,
+        deployment=overrides.deployment,
+        batch_size=overrides.batch_size,
+    )
+
+
+def context_for(path: Path, source: str, parser: Parser, overrides: Overrides) -> ParseContext:
+    """The parse context for one file: the parser's own ``context`` where it has one."""
+    make = getattr(parser, "context", None)
+    if make is not None:
+        return make(path, source, overrides)
+    return with_overrides(ParseContext(), source, overrides)

@@ -28,6 +28,7 @@ from fleet.deployment import Deployment
 from ingest.events import PHASES, ParseContext, ParsedRun, ParseError, Segment
 
 FORMAT = "jsonl"
+LABEL = "jobcast JSON-lines"
 VERSION = 1
 BACKWARDS_TOLERANCE_S = 1.0
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
 
 FORMAT = "keras"
+LABEL = "Keras"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _EPOCH = re.compile(r"^Epoch (\d+)/(\d+)$")

@@ -42,6 +42,7 @@ from fleet.deployment import Deployment
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
 
 FORMAT = "tf_cnn_benchmarks"
+LABEL = "tf_cnn_benchmarks"
 
 BACKWARDS_TOLERANCE_S = 2.0
 

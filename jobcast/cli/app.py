@@ -11,6 +11,8 @@ from jobcast.cli import bench as cli_bench
 from jobcast.cli import layerwise as cli_layerwise
 from jobcast.cli import mlops as cli_mlflow
 from jobcast.cli import prometheus as cli_prometheus
+from jobcast.cli.options import AS_JSON, IMAGE_SIZE, STORE, TRACKING_URI, json_option
+from jobcast.cli.options import open_store as _store
 from jobcast.cli.output import console, emit_json, err_console, fail
 
 app = typer.Typer(
@@ -20,22 +22,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-STORE_HELP = "Store URL (any SQLAlchemy URL); default $JOBCAST_STORE or sqlite:///jobcast.db."
-
-
-def _store(url: str | None):
-    from ingest.store import Store
-
-    try:
-        return Store(url)
-    except Exception as exc:  # bad URL, unreachable server, unreadable file
-        fail(f"cannot open store {url or '(default)'}: {exc}")
-
-
 @app.command()
 def ingest(
     paths: list[str] = typer.Argument(..., help="Log files or folders (searched recursively)."),
-    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    store: str | None = STORE,
     network: str | None = typer.Option(
         None, help="Network name, where the logs lack or misname it."
     ),
@@ -45,7 +35,7 @@ def ingest(
     batch_size: int | None = typer.Option(
         None, min=1, help="Global batch size, where logs lack it."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
+    as_json: bool = json_option("Print a JSON report."),
 ) -> None:
     """Parse training logs into the store (idempotent; each file whole or not at all)."""
     from ingest.pipeline import Overrides, ingest_paths
@@ -82,10 +72,10 @@ def ingest(
 
 @app.command()
 def runs(
-    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    store: str | None = STORE,
     network: str | None = typer.Option(None, help="Only runs of this network."),
     deployment: str | None = typer.Option(None, help="Only runs on this deployment."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of runs."),
+    as_json: bool = json_option("Print a JSON list of runs."),
 ) -> None:
     """List the runs in the store with their phase segments."""
     from jobcast.cli.views import runs_payload, runs_table
@@ -99,15 +89,11 @@ def runs(
 
 @app.command()
 def fit(
-    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    store: str | None = STORE,
     form: str = typer.Option("auto", help="auto, per_sample, per_iteration, iteration_and_sample."),
-    tracking_uri: str | None = typer.Option(
-        None,
-        "--tracking-uri",
-        help="MLflow tracking URI; default $MLFLOW_TRACKING_URI, else mlflow.db beside the store.",
-    ),
+    tracking_uri: str | None = TRACKING_URI,
     track: bool = typer.Option(True, "--track/--no-track", help="Log the fit as an MLflow run."),
-    as_json: bool = typer.Option(False, "--json", help="Print the fitted models as JSON."),
+    as_json: bool = json_option("Print the fitted models as JSON."),
 ) -> None:
     """Fit the end-to-end models (one per network x deployment x phase x stack)."""
     from jobcast.cli.views import models_payload, models_table
@@ -146,28 +132,27 @@ def predict(
     stack: str | None = typer.Option(None, help="Software stack (default: the newest seen)."),
     device: str | None = typer.Option(None, help="GPU for a layerwise forecast, e.g. V100."),
     optimizer: str = typer.Option("sgd", help="Layerwise: sgd, adam, ... or none (inference)."),
-    image_size: int = typer.Option(224, min=8, help="Layerwise: input image side."),
+    image_size: int = IMAGE_SIZE,
     jobs: Path | None = typer.Option(
         None,
         help="CSV of jobs (network, deployment, batch_size, iterations, phase) for batch mode.",
     ),
-    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    store: str | None = STORE,
+    as_json: bool = AS_JSON,
 ) -> None:
     """Forecast seconds (with an interval) for a phase, a job, or a CSV of jobs."""
-    from jobcast.service.forecaster import Forecaster, JobRequest, JobRequestError
+    from jobcast.service.forecaster import Forecaster
+    from jobcast.service.request import JobRequest, JobRequestError, read_jobs_csv
 
     if phase not in ("train", "test"):
         fail(f"--phase must be train or test, got {phase!r}")
     fc = Forecaster(_store(store))
     if jobs is not None:
-        from jobcast.service.forecaster import read_jobs_csv
-
         try:
             requests = read_jobs_csv(jobs)
         except JobRequestError as exc:
             fail(str(exc))
-        results = [fc.forecast(r) for r in requests]
+        results = [fc.forecast(r).to_dict() for r in requests]
         if as_json:
             emit_json(results)
         else:
@@ -177,22 +162,15 @@ def predict(
         raise typer.Exit(1 if any("error" in r for r in results) else 0)
     if not network:
         fail("give --network (or --jobs FILE.csv)")
-    req = JobRequest(
-        network=network,
-        deployment=deployment,
-        batch_size=batch_size,
-        iterations=iterations,
-        phase=phase,
-        epochs=epochs,
-        dataset_size=dataset_size,
-        eval_every=eval_every,
-        eval_size=eval_size,
-        stack=stack,
-        device=device,
-        optimizer=optimizer,
-        image_size=image_size,
-    )
-    result = fc.forecast(req)
+    flags = dict(network=network, deployment=deployment, batch_size=batch_size,
+                 iterations=iterations, phase=phase, epochs=epochs, dataset_size=dataset_size,
+                 eval_every=eval_every, eval_size=eval_size, stack=stack, device=device,
+                 optimizer=optimizer, image_size=image_size)
+    try:
+        req = JobRequest.from_mapping(flags)
+    except JobRequestError as exc:
+        fail(str(exc))
+    result = fc.forecast(req).to_dict()
     if "error" in result:
         fail(result["error"])
     if as_json:
@@ -218,9 +196,9 @@ def compare(
         None, help="Price table CSV (gpu,usd_per_gpu_hour); default $JOBCAST_PRICES or bundled."
     ),
     optimizer: str = typer.Option("sgd", help="Layerwise: optimizer of the training step."),
-    image_size: int = typer.Option(224, min=8, help="Layerwise: input image side."),
-    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    image_size: int = IMAGE_SIZE,
+    store: str | None = STORE,
+    as_json: bool = AS_JSON,
 ) -> None:
     """Rank deployments for a job by forecast time and by cost."""
     from jobcast.service.compare import compare as run_compare
@@ -253,7 +231,7 @@ def compare(
 @app.command()
 def report(
     out: Path = typer.Option(Path("jobcast-report"), help="Folder for report.html."),
-    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
+    store: str | None = STORE,
 ) -> None:
     """Write a self-contained HTML report of the store and every fitted model."""
     from jobcast.cli.report import write_report

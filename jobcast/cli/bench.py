@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from jobcast.cli.options import json_option
+
 
 def register(app: typer.Typer) -> None:
     """Add the ``bench`` command to ``app``."""
@@ -41,7 +43,7 @@ def bench(
              "become failed rows)."),
     max_minutes: float | None = typer.Option(
         None, "--max-minutes", min=0.0, help="Stop after this long (rerun to resume)."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    as_json: bool = json_option("Print a JSON summary."),
 ) -> None:
     """Benchmark random layer configurations; appends rows as it goes and resumes after a kill."""
     from jobcast.cli.output import console, emit_json, fail, progress_bar

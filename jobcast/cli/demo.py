@@ -33,7 +33,7 @@ IMAGENET_TRAIN, IMAGENET_VAL = 1_281_167, 50_000
 
 def _demo_jobs(models) -> list:
     """Jobs worth showing: every fitted ResNet-50 deployment, CaffeNet at an unseen batch, VGG16."""
-    from jobcast.service.forecaster import JobRequest
+    from jobcast.service.request import JobRequest
 
     jobs = []
     seen = set()
@@ -110,7 +110,7 @@ def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
 
     console.rule("3. forecast jobs (end-to-end where there is history, else layerwise)")
     forecaster = Forecaster(store)
-    results = [forecaster.forecast(job) for job in _demo_jobs(models)]
+    results = [forecaster.forecast(job).to_dict() for job in _demo_jobs(models)]
     table: Table = forecasts_table(results)
     console.print(table)
     for r in results:

@@ -10,7 +10,11 @@ from pathlib import Path
 
 import typer
 
+from jobcast.cli.options import AS_JSON, json_option
+
 MODEL_NAMES = ("gbt", "mlp", "resmlp", "linear")
+PREDICTOR = typer.Option(
+    None, "--model", help="Saved predictor folder (default: the shipped one).")
 
 layerwise_app = typer.Typer(
     help="Layer-time predictors: train on benchmark CSVs, predict per-layer times.",
@@ -70,7 +74,7 @@ def train(
     mlp_epochs: int = typer.Option(30, "--mlp-epochs", min=1, help="MLP training epochs."),
     mlp_max_rows: int = typer.Option(
         40000, "--mlp-max-rows", min=100, help="MLPs train on a random subsample of this size."),
-    as_json: bool = typer.Option(False, "--json", help="Print the validation table as JSON."),
+    as_json: bool = json_option("Print the validation table as JSON."),
 ) -> None:
     """Train a layer predictor (one model per layer type) and save it to --out."""
     import logging
@@ -131,9 +135,8 @@ def train(
 def predict(
     data: Path = typer.Option(..., "--data", help="CSV of layer rows (published layout)."),
     out: Path = typer.Option(..., "--out", help="CSV to write: the rows plus predictions."),
-    model: Path | None = typer.Option(
-        None, "--model", help="Saved predictor folder (default: the shipped one)."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    model: Path | None = PREDICTOR,
+    as_json: bool = json_option("Print a JSON summary."),
 ) -> None:
     """Add predicted_ms, low_ms, high_ms to every row of --data and write --out."""
     from jobcast.cli.output import console, emit_json, fail
@@ -163,9 +166,8 @@ def predict(
 
 @layerwise_app.command("info")
 def info(
-    model: Path | None = typer.Option(
-        None, "--model", help="Saved predictor folder (default: the shipped one)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    model: Path | None = PREDICTOR,
+    as_json: bool = AS_JSON,
 ) -> None:
     """Show the model chosen per layer type and its validation error."""
     from jobcast.cli.output import console, emit_json, fail

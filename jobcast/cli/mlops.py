@@ -15,11 +15,9 @@ from pathlib import Path
 
 import typer
 
-STORE_HELP = "Store URL (any SQLAlchemy URL); default $JOBCAST_STORE or sqlite:///jobcast.db."
-TRACKING_HELP = (
-    "MLflow tracking/registry URI; default $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db "
-    "beside the store."
-)
+from jobcast.cli.options import STORE, TRACKING_URI, json_option, open_store
+
+NAME = typer.Option("jobcast-forecaster", "--name", help="Registered model name.")
 
 
 def register(app: typer.Typer) -> None:
@@ -29,12 +27,12 @@ def register(app: typer.Typer) -> None:
 
 
 def register_command(
-    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
-    name: str = typer.Option("jobcast-forecaster", "--name", help="Registered model name."),
+    store: str | None = STORE,
+    name: str = NAME,
     alias: str = typer.Option(
         "champion", "--alias", help="Alias moved to the new version when it is not worse."
     ),
-    tracking_uri: str | None = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
+    tracking_uri: str | None = TRACKING_URI,
     predictor: Path | None = typer.Option(
         None, "--predictor", help="Layer predictor folder (default: the shipped one)."
     ),
@@ -46,18 +44,13 @@ def register_command(
         0.0, "--shrinkage", min=0.0,
         help="Calibration: pull a network's factor towards its hardware's (pseudo-runs).",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
+    as_json: bool = json_option("Print a JSON report."),
 ) -> None:
     """Log the forecaster (end-to-end models + layerwise predictor + calibration), register it."""
     from jobcast.cli.output import console, emit_json, fail
     from jobcast.mlops.registry import RegistryError, register_forecaster
 
-    try:
-        from ingest.store import Store
-
-        st = Store(store)
-    except Exception as exc:  # bad URL, unreachable server, unreadable file
-        fail(f"cannot open store {store or '(default)'}: {exc}")
+    st = open_store(store)
     try:
         result = register_forecaster(
             st, name=name, alias=alias, tracking_uri=tracking_uri, predictor_dir=predictor,
@@ -118,10 +111,10 @@ def serve_command(
     host: str = typer.Option(
         "127.0.0.1", "--host", help="Interface to bind (loopback by default; 0.0.0.0 exposes it)."
     ),
-    name: str = typer.Option("jobcast-forecaster", "--name", help="Registered model name."),
+    name: str = NAME,
     alias: str = typer.Option("champion", "--alias", help="Serve the version with this alias."),
     version: str | None = typer.Option(None, "--version", help="Serve this version instead."),
-    tracking_uri: str | None = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
+    tracking_uri: str | None = TRACKING_URI,
     store: str | None = typer.Option(
         None, "--store", help="Store whose folder holds the default mlflow.db."
     ),

@@ -6,78 +6,30 @@ from datetime import datetime
 
 import typer
 
-STORE_HELP = "Store URL (any SQLAlchemy URL); default $JOBCAST_STORE or sqlite:///jobcast.db."
+from jobcast.cli.options import (
+    AS_JSON,
+    BASIC_AUTH,
+    BEARER_TOKEN,
+    CA_FILE,
+    DEPLOYMENT_LABEL,
+    INSECURE,
+    JOB_LABEL,
+    NETWORK_LABEL,
+    PREFIX,
+    PROMETHEUS_URL,
+    RETRIES,
+    STORE,
+    TIMEOUT,
+    metric_names,
+    open_prometheus,
+)
+from jobcast.cli.options import open_store as _store
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``ingest-prometheus`` and ``eta`` commands to ``app``."""
     app.command("ingest-prometheus")(ingest_prometheus)
     app.command("eta")(eta)
-
-
-# Options both commands share.
-URL = typer.Option(..., "--url", envvar="JOBCAST_PROMETHEUS_URL",
-                   help="Prometheus base URL, e.g. http://prometheus:9090.")
-TIMEOUT = typer.Option(30.0, "--timeout", min=0.1, help="Seconds to wait for each answer.")
-RETRIES = typer.Option(3, "--retries", min=0,
-                       help="Retries of a failed request (refused, timed out, cut, 5xx).")
-TOKEN = typer.Option(None, "--bearer-token", envvar="JOBCAST_PROMETHEUS_TOKEN",
-                     help="Bearer token (or $JOBCAST_PROMETHEUS_TOKEN).")
-BASIC = typer.Option(None, "--basic-auth", envvar="JOBCAST_PROMETHEUS_BASIC_AUTH",
-                     help="USER:PASSWORD for basic auth (or $JOBCAST_PROMETHEUS_BASIC_AUTH).")
-CA_FILE = typer.Option(None, "--ca-file", help="PEM CA bundle to verify the server with.")
-INSECURE = typer.Option(False, "--insecure", help="Do not verify the server's certificate.")
-PREFIX = typer.Option("jobcast", "--prefix", help="Metric name prefix the exporter used.")
-JOB_LABEL = typer.Option("job_id", "--job-label", help="Label holding the job id.")
-NETWORK_LABEL = typer.Option("network", "--network-label", help="Label holding the network.")
-DEPLOYMENT_LABEL = typer.Option("deployment", "--deployment-label",
-                                help="Label holding the deployment.")
-STORE = typer.Option(None, "--store", help=STORE_HELP)
-AS_JSON = typer.Option(False, "--json", help="Print JSON.")
-
-
-def _client(url, timeout, retries, bearer_token, basic_auth, ca_file, insecure):
-    from ingest.prometheus import PrometheusClient, PrometheusError
-    from jobcast.cli.output import fail
-
-    auth = None
-    if basic_auth:
-        user, sep, password = basic_auth.partition(":")
-        if not sep or not user:
-            fail("--basic-auth must be USER:PASSWORD")
-        auth = (user, password)
-    if ca_file is not None:
-        from pathlib import Path
-
-        if not Path(ca_file).is_file():
-            fail(f"--ca-file {ca_file}: no such file")
-    try:
-        return PrometheusClient(url, timeout=timeout, retries=retries,
-                                bearer_token=bearer_token, basic_auth=auth,
-                                ca_file=ca_file, insecure=insecure)
-    except PrometheusError as exc:
-        fail(str(exc))
-
-
-def _names(prefix, job_label, network_label, deployment_label):
-    from ingest.prometheus import MetricNames
-    from jobcast.cli.output import fail
-
-    try:
-        return MetricNames(prefix=prefix, job_label=job_label, network_label=network_label,
-                           deployment_label=deployment_label).validate()
-    except ValueError as exc:
-        fail(str(exc))
-
-
-def _store(url):
-    from ingest.store import Store
-    from jobcast.cli.output import fail
-
-    try:
-        return Store(url)
-    except Exception as exc:  # bad URL, unreachable server, unreadable file
-        fail(f"cannot open store {url or '(default)'}: {exc}")
 
 
 def _when(t: float | None) -> str:
@@ -98,7 +50,7 @@ def _span(seconds: float) -> str:
 
 
 def ingest_prometheus(
-    url: str = URL,
+    url: str = PROMETHEUS_URL,
     since: str = typer.Option("7d", "--since",
                               help="Start: a duration ago (2h, 7d), unix seconds or ISO 8601."),
     until: str = typer.Option("now", "--until", help="End (same forms as --since)."),
@@ -113,8 +65,8 @@ def ingest_prometheus(
     store: str | None = STORE,
     timeout: float = TIMEOUT,
     retries: int = RETRIES,
-    bearer_token: str | None = TOKEN,
-    basic_auth: str | None = BASIC,
+    bearer_token: str | None = BEARER_TOKEN,
+    basic_auth: str | None = BASIC_AUTH,
     ca_file: str | None = CA_FILE,
     insecure: bool = INSECURE,
     prefix: str = PREFIX,
@@ -141,8 +93,9 @@ def ingest_prometheus(
         fail(str(exc))
     if chunk_s <= 0:
         fail("--chunk must be positive")
-    names = _names(prefix, job_label, network_label, deployment_label)
-    client = _client(url, timeout, retries, bearer_token, basic_auth, ca_file, insecure)
+    names = metric_names(prefix, job_label, network_label, deployment_label)
+    client = open_prometheus(url, timeout=timeout, retries=retries, bearer_token=bearer_token,
+                             basic_auth=basic_auth, ca_file=ca_file, insecure=insecure)
     st = _store(store)
     try:
         report = ingest_prometheus(st, client, start, end, matchers=matchers, names=names,
@@ -176,7 +129,7 @@ def ingest_prometheus(
 
 
 def eta(
-    url: str = URL,
+    url: str = PROMETHEUS_URL,
     job_id: str = typer.Option(..., "--job-id", help="The job's id label value."),
     iterations: int | None = typer.Option(
         None, "--iterations", min=1, help="Train steps in total (if the job does not say)."),
@@ -186,8 +139,8 @@ def eta(
     store: str | None = STORE,
     timeout: float = TIMEOUT,
     retries: int = RETRIES,
-    bearer_token: str | None = TOKEN,
-    basic_auth: str | None = BASIC,
+    bearer_token: str | None = BEARER_TOKEN,
+    basic_auth: str | None = BASIC_AUTH,
     ca_file: str | None = CA_FILE,
     insecure: bool = INSECURE,
     prefix: str = PREFIX,
@@ -206,8 +159,9 @@ def eta(
         lookback_s = parse_duration(lookback)
     except ValueError as exc:
         fail(str(exc))
-    names = _names(prefix, job_label, network_label, deployment_label)
-    client = _client(url, timeout, retries, bearer_token, basic_auth, ca_file, insecure)
+    names = metric_names(prefix, job_label, network_label, deployment_label)
+    client = open_prometheus(url, timeout=timeout, retries=retries, bearer_token=bearer_token,
+                             basic_auth=basic_auth, ca_file=ca_file, insecure=insecure)
     try:
         trace = fetch_job(client, job_id, names, lookback=lookback_s)
     except PrometheusError as exc:

@@ -14,26 +14,10 @@ import pandas as pd
 from ingest.store import Store
 from models.dataset import progress_points
 from models.e2e import FittedModel, load_models
+from models.evaluation import held_out_predictions
 
-
-def held_out_predictions(points: pd.DataFrame, models: list[FittedModel]) -> pd.DataFrame:
-    """Each run's phase total as its model's cross-validation predicted it (leave-one-run-out,
-    or the tail hold-out of a single run: what ``cv_mape`` scores), with the model's 90 %
-    interval around it."""
-    from jobcast.mlops.tracking import held_out_predictions as cv_predictions
-
-    pred = cv_predictions(models, points)
-    half = {m.model_id: m.estimator.half_width_ for m in models}
-    pred["model"] = pred["model_id"]
-    pred["kind"] = pred["cv_kind"].map(
-        {"leave-one-run-out": "held out", "tail-holdout": "tail hold-out"}
-    )
-    h = pred["model_id"].map(half)
-    pred["low"] = pred["predicted"] / (1 + h)
-    pred["high"] = pred["predicted"] * (1 + h)
-    sources = points.drop_duplicates("run_id").set_index("run_id")["source"]
-    pred["source"] = pred["run_id"].map(sources)
-    return pred
+# How the report names each kind of cross-validation.
+KIND_LABELS = {"leave-one-run-out": "held out", "tail-holdout": "tail hold-out"}
 
 
 def _png(fig) -> str:
@@ -43,13 +27,15 @@ def _png(fig) -> str:
 
 
 def predicted_vs_actual_png(pred: pd.DataFrame) -> str:
+    """``held_out_predictions`` against the actual totals, log-log, as base64 PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 6))
-    for (kind, phase), df in pred.groupby(["kind", "phase"]):
+    for (cv_kind, phase), df in pred.groupby(["cv_kind", "phase"]):
+        kind = KIND_LABELS.get(cv_kind, cv_kind)
         marker = "o" if kind == "held out" else "^"
         ax.errorbar(
             df["actual"],
@@ -140,10 +126,10 @@ def build_report(store: Store) -> str:
             ]
         )
         parts += ["<h2>End-to-end models and their cross-validated error</h2>", _table(table)]
-        pred = held_out_predictions(progress_points(store), models)
+        pred = held_out_predictions(models, progress_points(store))
         if not pred.empty:
             ape = 100 * np.abs(pred["predicted"] - pred["actual"]) / pred["actual"]
-            held = pred["kind"] == "held out"
+            held = pred["cv_kind"] == "leave-one-run-out"
             inside = ((pred["low"] <= pred["actual"]) & (pred["actual"] <= pred["high"]))[held]
             summary = (
                 f"Held-out runs: {int(held.sum())}, MAPE {ape[held].mean():.2f} %, "

@@ -1,10 +1,12 @@
 """Write jobcast JSON-lines training logs (docs/jsonl-format.md) from training scripts.
 
-* :class:`JsonlWriter` writes the events; it needs nothing but the standard library, so
-  any training loop can use it.
+* :class:`JsonlWriter` is the JSON-lines sink: one line per event over a
+  :class:`~jobcast.instrument.base.PhaseTracker` (not strict: the file's reader checks the
+  ordering rules). It needs nothing but the standard library, so any training loop can
+  use it.
 * ``JobcastLogger(path, every_n_steps=..., network=..., deployment=..., batch_size=...)``
-  is a Keras 3 callback built on it. It is created on first access, so importing this
-  module does not import Keras or TensorFlow.
+  is a Keras 3 callback on :func:`~jobcast.instrument.base.keras_callback_base`. It is
+  created on first access, so importing this module does not import Keras or TensorFlow.
 
 Keras mapping: ``on_train_begin`` -> ``run_start``; each epoch -> a ``train`` phase (it
 ends when validation begins, or at ``on_epoch_end``); the validation pass inside ``fit``
@@ -19,9 +21,17 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from typing import IO, Any
+
+from jobcast.instrument.base import (
+    Clock,
+    PhaseTracker,
+    check_batch_size,
+    keras_callback_base,
+    keras_framework,
+    lazy_attributes,
+)
 
 FORMAT_VERSION = 1
 
@@ -30,18 +40,40 @@ class JsonlWriter:
     """Append jobcast events to a file, one JSON object per line, flushed at once.
 
     ``clock`` returns unix seconds (tests may pass their own). The file is opened on the
-    first event and closed by :meth:`close` or at ``run_end``.
+    first event and closed by :meth:`close` or at ``run_end``. Fields that are None are
+    left out, except ``epoch`` (null for an evaluation outside ``fit``).
     """
 
-    def __init__(self, path: str | os.PathLike[str], clock=time.time):
+    def __init__(self, path: str | os.PathLike[str], clock: Clock = time.time):
         self.path = os.fspath(path)
         self.clock = clock
+        self.tracker = PhaseTracker(strict=False)
         self._file: IO[str] | None = None
-        self.run_open = False
-        self.phase: tuple[str, int | None] | None = None
 
-    def _write(self, event: str, at: float | None = None, **fields: Any) -> float:
-        now = float(self.clock()) if at is None else float(at)
+    @property
+    def run_open(self) -> bool:
+        """A ``run_start`` was written and its ``run_end`` not yet."""
+        return self.tracker.running
+
+    @run_open.setter
+    def run_open(self, value: bool) -> None:
+        """Set True to append to a run an earlier writer left open in the file."""
+        self.tracker.running = bool(value)
+
+    @property
+    def phase(self) -> tuple[str, int | None] | None:
+        """``(phase, epoch)`` of the open phase, or None."""
+        return self.tracker.current
+
+    @property
+    def active_phase(self) -> str | None:
+        """The open phase's kind, or None."""
+        return self.tracker.active
+
+    def _now(self, at: float | None) -> float:
+        return float(self.clock()) if at is None else float(at)
+
+    def _write(self, event: str, now: float, **fields: Any) -> float:
         record = {"v": FORMAT_VERSION, "event": event, "time": now}
         record.update({k: v for k, v in fields.items() if v is not None or k == "epoch"})
         if self._file is None:
@@ -55,45 +87,43 @@ class JsonlWriter:
                   epochs: int | None = None, steps_per_epoch: int | None = None,
                   kind: str | None = None, run_id: str | None = None,
                   meta: dict | None = None) -> None:
-        if self.run_open:
-            raise RuntimeError("run_start while a run is open")
-        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        self._write("run_start", network=network, deployment=deployment,
+        """Open a run; RuntimeError while one is open."""
+        check_batch_size(batch_size)
+        now = self._now(None)
+        self.tracker.run_start(now, batch_size=batch_size, epochs=epochs,
+                               steps_per_epoch=steps_per_epoch)
+        self._write("run_start", now, network=network, deployment=deployment,
                     batch_size=batch_size, framework=framework, epochs=epochs,
                     steps_per_epoch=steps_per_epoch, kind=kind, run_id=run_id, meta=meta)
-        self.run_open = True
 
     def phase_start(self, phase: str, epoch: int | None, at: float | None = None) -> None:
         """Open a phase; ``at`` (unix seconds) back-dates it, e.g. to the previous end."""
-        if phase not in ("train", "test"):
-            raise ValueError(f"phase must be 'train' or 'test', got {phase!r}")
-        if self.phase is not None:
-            raise RuntimeError(f"phase {self.phase[0]!r} is still open")
-        self._write("phase_start", at, phase=phase, epoch=epoch)
-        self.phase = (phase, epoch)
+        now = self._now(at)
+        self.tracker.phase_start(phase, epoch, now)
+        self._write("phase_start", now, phase=phase, epoch=epoch)
 
     def progress(self, step: int, at: float | None = None) -> None:
-        if self.phase is None:
-            raise RuntimeError("progress outside a phase")
-        self._write("progress", at, phase=self.phase[0], epoch=self.phase[1], step=int(step))
+        """``step`` batches are done in the open phase (counted from its start)."""
+        now = self._now(at)
+        self.tracker.progress(step, now)
+        phase, epoch = self.tracker.current or (None, None)
+        self._write("progress", now, phase=phase, epoch=epoch, step=int(step))
 
     def phase_end(self, iterations: int, batch_size: int | None = None,
                   at: float | None = None) -> float:
         """Close the open phase; returns the time written."""
-        if self.phase is None:
-            raise RuntimeError("phase_end without an open phase")
-        phase, epoch = self.phase
-        now = self._write("phase_end", at, phase=phase, epoch=epoch,
-                          iterations=int(iterations), batch_size=batch_size)
-        self.phase = None
-        return now
+        current = self.tracker.current
+        now = self._now(at)
+        self.tracker.phase_end(iterations, now)
+        phase, epoch = current or (None, None)
+        return self._write("phase_end", now, phase=phase, epoch=epoch,
+                           iterations=int(iterations), batch_size=batch_size)
 
-    def run_end(self, status: str = "completed") -> None:
-        if self.phase is not None:
-            self.phase = None  # an open phase is left unclosed: the reader drops it
-        self._write("run_end", status=status)
-        self.run_open = False
+    def run_end(self, status: str = "completed", at: float | None = None) -> None:
+        """Close the run and the file; an open phase is left unclosed (the reader drops it)."""
+        now = self._now(at)
+        self.tracker.run_end(status, now)
+        self._write("run_end", now, status=status)
         self.close()
 
     def close(self) -> None:
@@ -102,19 +132,8 @@ class JsonlWriter:
             self._file = None
 
 
-def _framework() -> str:
-    import keras
-
-    backend = keras.backend.backend()
-    module = sys.modules.get(backend)
-    version = getattr(module, "__version__", None)
-    return f"Keras {keras.__version__} / {backend}" + (f" {version}" if version else "")
-
-
-def _make_logger_class():
-    import keras
-
-    class JobcastLogger(keras.callbacks.Callback):
+def _make_logger_class() -> type:
+    class JobcastLogger(keras_callback_base()):
         """Keras callback writing the jobcast JSON-lines format to ``path``.
 
         ``every_n_steps``: a ``progress`` event every so many batches (train and test).
@@ -126,11 +145,10 @@ def _make_logger_class():
         def __init__(self, path, every_n_steps: int = 50, network: str | None = None,
                      deployment: str | dict | None = None, batch_size: int | None = None,
                      test_batch_size: int | None = None, run_id: str | None = None,
-                     meta: dict | None = None, clock=time.time):
-            super().__init__()
+                     meta: dict | None = None, clock: Clock = time.time):
+            super().__init__(JsonlWriter(path, clock=clock))
             if every_n_steps < 1:
                 raise ValueError("every_n_steps must be >= 1")
-            self.writer = JsonlWriter(path, clock=clock)
             self.every_n_steps = int(every_n_steps)
             self.network = network
             self.deployment = deployment
@@ -138,90 +156,29 @@ def _make_logger_class():
             self.test_batch_size = test_batch_size
             self.run_id = run_id
             self.meta = meta
-            self._in_fit = False
-            self._epoch: int | None = None
-            self._steps = 0
-            self._last_batch_end: float | None = None
 
-        # -- helpers ----------------------------------------------------------
-        def _start_run(self, kind: str) -> None:
-            params = self.params or {}
+        @property
+        def writer(self) -> JsonlWriter:
+            return self.sink
+
+        def start_run(self, kind: str) -> None:
+            epochs, steps = self.planned() if kind == "fit" else (None, None)
             self.writer.run_start(
                 network=self.network, deployment=self.deployment, batch_size=self.batch_size,
-                framework=_framework(), epochs=params.get("epochs") if kind == "fit" else None,
-                steps_per_epoch=params.get("steps") if kind == "fit" else None, kind=kind,
+                framework=keras_framework(), epochs=epochs, steps_per_epoch=steps, kind=kind,
                 run_id=self.run_id, meta=self.meta,
             )
 
-        def _step(self, batch: int) -> None:
-            self._last_batch_end = float(self.writer.clock())
-            done = int(batch) + 1
-            if done // self.every_n_steps > self._steps // self.every_n_steps:
-                self.writer.progress(done, at=self._last_batch_end)
-            self._steps = done
+        def progress_due(self, done: int, before: int) -> bool:
+            return done // self.every_n_steps > before // self.every_n_steps
 
-        def _end_train_phase(self) -> float | None:
-            """Close the train phase at its last batch end; returns that time."""
-            if self.writer.phase is not None and self.writer.phase[0] == "train":
-                return self.writer.phase_end(self._steps, at=self._last_batch_end)
-            return None
-
-        # -- fit --------------------------------------------------------------
-        def on_train_begin(self, logs=None):
-            self._in_fit = True
-            self._start_run("fit")
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self._epoch = int(epoch) + 1
-            self._steps = 0
-            self._last_batch_end = None
-            self.writer.phase_start("train", self._epoch)
-
-        def on_train_batch_end(self, batch, logs=None):
-            self._step(batch)
-
-        def on_epoch_end(self, epoch, logs=None):
-            self._end_train_phase()
-
-        def on_train_end(self, logs=None):
-            self._end_train_phase()
-            self.writer.run_end("completed")
-            self._in_fit = False
-            self._epoch = None
-
-        # -- validation and evaluate -------------------------------------------
-        def on_test_begin(self, logs=None):
-            start = None
-            if self._in_fit:
-                start = self._end_train_phase()
-                epoch = self._epoch
-            else:
-                self._start_run("evaluate")
-                epoch = None
-            self._steps = 0
-            self._last_batch_end = None
-            self.writer.phase_start("test", epoch, at=start)
-
-        def on_test_batch_end(self, batch, logs=None):
-            self._step(batch)
-
-        def on_test_end(self, logs=None):
+        def end_test_phase(self, steps: int) -> None:
             batch = self.test_batch_size
             if batch is not None and batch == self.batch_size:
                 batch = None
-            self.writer.phase_end(self._steps, batch_size=batch)
-            if not self._in_fit:
-                self.writer.run_end("completed")
+            self.writer.phase_end(steps, batch_size=batch)
 
     return JobcastLogger
 
 
-_LAZY: dict[str, Any] = {}
-
-
-def __getattr__(name: str) -> Any:
-    if name == "JobcastLogger":
-        if name not in _LAZY:
-            _LAZY[name] = _make_logger_class()
-        return _LAZY[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, {"JobcastLogger": _make_logger_class})

@@ -1,13 +1,17 @@
 """Expose a training job's progress as Prometheus metrics (``prometheus-client``).
 
-* :class:`PromExporter` keeps the job's progress and renders it as metrics at every scrape;
-  it needs nothing but ``prometheus-client``, so any training loop can drive it with
-  ``run_start`` / ``phase_start`` / ``progress`` / ``phase_end`` / ``run_end`` (the same
-  calls as :class:`jobcast.instrument.jsonl.JsonlWriter`).
-* ``PromCallback(exporter)`` is a Keras 3 callback driving it from ``model.fit``; it is
-  created on first access, so importing this module does not import Keras or TensorFlow.
-* :class:`TraceRecorder` samples an exporter's metrics at chosen times and writes them as
-  OpenMetrics text for ``promtool tsdb create-blocks-from openmetrics`` (backfill).
+* :class:`PromExporter` is the Prometheus sink: a strict
+  :class:`~jobcast.instrument.base.PhaseTracker` under a lock, rendered as metrics at
+  every scrape. It needs nothing but ``prometheus-client``, so any training loop can drive
+  it with ``run_start`` / ``phase_start`` / ``progress`` / ``phase_end`` / ``run_end`` (the
+  same calls as :class:`jobcast.instrument.jsonl.JsonlWriter`).
+* ``PromCallback(exporter)`` is a Keras 3 callback on
+  :func:`~jobcast.instrument.base.keras_callback_base` driving it from ``model.fit``
+  through the exporter's public API; it is created on first access, so importing this
+  module does not import Keras or TensorFlow.
+* :class:`TraceRecorder` (from :mod:`jobcast.instrument.trace`, re-exported here) samples
+  an exporter's metrics at chosen times and writes them as OpenMetrics text for
+  ``promtool tsdb create-blocks-from openmetrics`` (backfill).
 
 The values are measured inside the job at each batch end, not at scrape time: every scrape
 is an exact point of the job's cumulative progress curve, so scrape jitter and missed
@@ -22,7 +26,16 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ingest.prometheus import PHASES, MetricNames
+from ingest.prometheus import MetricNames
+from jobcast.instrument.base import (
+    Clock,
+    PhaseTracker,
+    check_batch_size,
+    keras_callback_base,
+    keras_framework,
+    lazy_attributes,
+)
+from jobcast.instrument.trace import TraceRecorder
 
 __all__ = ["MetricNames", "PromExporter", "TraceRecorder"]
 
@@ -45,22 +58,6 @@ _HELP = {
 }
 
 
-class _PhaseState:
-    __slots__ = ("iterations", "seconds", "phases", "offset_iterations", "offset_seconds",
-                 "start", "epoch", "batch_size", "planned")
-
-    def __init__(self) -> None:
-        self.iterations = 0.0
-        self.seconds = 0.0
-        self.phases = 0
-        self.offset_iterations = 0.0
-        self.offset_seconds = 0.0
-        self.start: float | None = None
-        self.epoch: int | None = None
-        self.batch_size: int | None = None
-        self.planned: int | None = None
-
-
 class PromExporter:
     """One training job's progress as Prometheus metrics.
 
@@ -75,13 +72,12 @@ class PromExporter:
     def __init__(self, job_id: str, *, network: str | None = None,
                  deployment: str | None = None, batch_size: int | None = None,
                  framework: str | None = None, names: MetricNames | None = None,
-                 registry=None, clock=time.time):
+                 registry: Any = None, clock: Clock = time.time):
         from prometheus_client import CollectorRegistry
 
         if not isinstance(job_id, str) or not job_id:
             raise ValueError(f"job_id must be a non-empty string, got {job_id!r}")
-        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_batch_size(batch_size)
         self.names = names or MetricNames()
         self.names.validate()
         self.job_id = job_id
@@ -93,15 +89,9 @@ class PromExporter:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._lock = threading.Lock()
         self._scraped = threading.Condition(self._lock)
-        self._phases = {p: _PhaseState() for p in PHASES}
-        self._active: str | None = None
-        self._job_start: float | None = None
-        self._job_end: float | None = None
-        self._status: str | None = None
-        self._last_progress: float | None = None
-        self._planned_epochs: int | None = None
+        self._tracker = PhaseTracker(strict=True)
         self._collects = 0
-        self._server = None
+        self._server: tuple[Any, threading.Thread] | None = None
         self.registry.register(_Collector(self))
 
     # -- the job's calls ---------------------------------------------------------------
@@ -111,66 +101,59 @@ class PromExporter:
                   at: float | None = None) -> None:
         """Open the job. ``epochs`` x ``steps_per_epoch`` gives the planned train steps."""
         with self._lock:
-            if self._job_start is not None and self._job_end is None:
-                raise RuntimeError("run_start while the job is running")
-            now = self._now(at)
-            self._phases = {p: _PhaseState() for p in PHASES}
-            self._active = None
-            self._job_start = self._last_progress = now
-            self._job_end = self._status = None
-            self._planned_epochs = epochs
-            planned = dict(planned_iterations or {})
-            if epochs and steps_per_epoch and "train" not in planned:
-                planned["train"] = int(epochs) * int(steps_per_epoch)
-            for phase, steps in planned.items():
-                self._state(phase).planned = int(steps)
-            self._phases["train"].batch_size = self.batch_size
+            self._tracker.run_start(self._now(at), batch_size=self.batch_size, epochs=epochs,
+                                    steps_per_epoch=steps_per_epoch,
+                                    planned_iterations=planned_iterations)
 
     def plan(self, phase: str, iterations: int | None, epochs: int | None = None) -> None:
         """Set (or correct) the planned steps of a phase kind and the planned epochs."""
         with self._lock:
-            self._state(phase).planned = None if iterations is None else int(iterations)
-            if epochs is not None:
-                self._planned_epochs = int(epochs)
+            self._tracker.plan(phase, iterations, epochs)
 
     def phase_start(self, phase: str, epoch: int | None = None,
                     batch_size: int | None = None, at: float | None = None) -> None:
         """Open a phase; ``at`` (unix seconds) back-dates it, e.g. to the previous end."""
         with self._lock:
-            self._require_run()
-            if self._active is not None:
-                raise RuntimeError(f"phase {self._active!r} is still open")
-            st = self._state(phase)
-            st.phases += 1
-            st.offset_iterations = st.iterations
-            st.offset_seconds = st.seconds
-            st.start = self._now(at)
-            st.epoch = epoch
-            if batch_size is not None:
-                st.batch_size = int(batch_size)
-            elif st.batch_size is None:
-                st.batch_size = self.batch_size
-            self._active = phase
-            self._last_progress = max(self._last_progress or st.start, st.start)
+            self._tracker.phase_start(phase, epoch, self._now(at), batch_size)
 
     def progress(self, step: int, at: float | None = None) -> None:
         """``step`` batches are done in the open phase (counted from its start)."""
         with self._lock:
-            self._advance(step, at)
+            self._tracker.progress(step, self._now(at))
 
     def phase_end(self, iterations: int, at: float | None = None) -> float:
         """Close the open phase after ``iterations`` batches; returns the time used."""
         with self._lock:
-            now = self._advance(iterations, at)
-            self._active = None
+            now = self._now(at)
+            self._tracker.phase_end(iterations, now)
             return now
 
     def run_end(self, status: str = "completed", at: float | None = None) -> None:
         """Close the job. A phase still open stays marked active: readers drop it."""
         with self._lock:
-            self._require_run()
-            self._job_end = self._now(at)
-            self._status = status
+            self._tracker.run_end(status, self._now(at))
+
+    # -- reading its state -------------------------------------------------------------
+
+    @property
+    def active_phase(self) -> str | None:
+        """The open phase's kind, or None (after ``run_end``: the phase left open)."""
+        return self._tracker.active
+
+    @property
+    def job_start(self) -> float | None:
+        """Unix time of the last ``run_start``, or None before it."""
+        return self._tracker.job_start
+
+    @property
+    def job_end(self) -> float | None:
+        """Unix time of ``run_end``, or None while the job runs (or before it starts)."""
+        return self._tracker.job_end
+
+    @property
+    def serving(self) -> bool:
+        """:meth:`serve` runs an HTTP server (until :meth:`close`)."""
+        return self._server is not None
 
     # -- serving -----------------------------------------------------------------------
 
@@ -238,28 +221,6 @@ class PromExporter:
     def _now(self, at: float | None) -> float:
         return float(self.clock()) if at is None else float(at)
 
-    def _state(self, phase: str) -> _PhaseState:
-        if phase not in self._phases:
-            raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
-        return self._phases[phase]
-
-    def _require_run(self) -> None:
-        if self._job_start is None or self._job_end is not None:
-            raise RuntimeError("no running job: call run_start first")
-
-    def _advance(self, step: int, at: float | None) -> float:
-        if self._active is None:
-            raise RuntimeError("progress outside a phase")
-        st = self._phases[self._active]
-        now = self._now(at)
-        if step < st.iterations - st.offset_iterations:
-            raise ValueError(f"step goes backwards ({st.iterations - st.offset_iterations:g} "
-                             f"-> {step})")
-        st.iterations = st.offset_iterations + int(step)
-        st.seconds = max(st.seconds, st.offset_seconds + max(0.0, now - (st.start or now)))
-        self._last_progress = max(self._last_progress or now, now)
-        return now
-
     def _families(self) -> Iterator[Any]:
         from prometheus_client.core import (
             CounterMetricFamily,
@@ -272,7 +233,8 @@ class PromExporter:
         job_values = [self.job_id, self.network or "", self.deployment or ""]
         phase_labels = [*job_labels, n.phase_label]
         with self._lock:
-            if self._job_start is None:
+            run = self._tracker
+            if run.job_start is None:
                 return
             fams: dict[str, Any] = {}
             for key, kind in (("iterations", CounterMetricFamily),
@@ -282,12 +244,12 @@ class PromExporter:
             for key in ("offset_iterations", "offset_seconds", "phase_start", "epoch",
                         "active", "batch_size", "planned"):
                 fams[key] = GaugeMetricFamily(n.family(key), _HELP[key], labels=phase_labels)
-            for phase, st in self._phases.items():
+            for phase, st in run.stats.items():
                 values = [*job_values, phase]
                 fams["iterations"].add_metric(values, st.iterations)
                 fams["seconds"].add_metric(values, st.seconds)
                 fams["phases"].add_metric(values, st.phases)
-                fams["active"].add_metric(values, 1.0 if self._active == phase else 0.0)
+                fams["active"].add_metric(values, 1.0 if run.active == phase else 0.0)
                 if st.batch_size is not None:
                     fams["batch_size"].add_metric(values, st.batch_size)
                 if st.planned is not None:
@@ -298,9 +260,9 @@ class PromExporter:
                     fams["phase_start"].add_metric(values, st.start or 0.0)
                     if st.epoch is not None:
                         fams["epoch"].add_metric(values, st.epoch)
-            for key, value in (("job_start", self._job_start), ("job_end", self._job_end),
-                               ("last_progress", self._last_progress),
-                               ("planned_epochs", self._planned_epochs)):
+            for key, value in (("job_start", run.job_start), ("job_end", run.job_end),
+                               ("last_progress", run.last_progress),
+                               ("planned_epochs", run.planned_epochs)):
                 fam = GaugeMetricFamily(n.family(key), _HELP[key], labels=job_labels)
                 if value is not None:
                     fam.add_metric(job_values, value)
@@ -308,7 +270,7 @@ class PromExporter:
             info = InfoMetricFamily(n.family("info"), _HELP["info"],
                                     labels=job_labels)
             info.add_metric(job_values, {"framework": self.framework or "",
-                                         "status": self._status or "running"})
+                                         "status": run.status or "running"})
             fams["info"] = info
         yield from fams.values()
 
@@ -351,192 +313,53 @@ class _AfterBody:
 # -- Keras ------------------------------------------------------------------------------
 
 
-def _make_callback_class():
-    import keras
-
-    from jobcast.instrument.jsonl import _framework
-
-    class PromCallback(keras.callbacks.Callback):
+def _make_callback_class() -> type:
+    class PromCallback(keras_callback_base()):
         """Keras callback feeding a :class:`PromExporter` from ``model.fit``.
 
         Each epoch is a ``train`` phase (it ends at its last batch's end, where the
         validation pass, a ``test`` phase with the same epoch, begins), exactly as
-        :class:`jobcast.instrument.jsonl.JobcastLogger` times them. ``validation_steps`` (batches
-        per validation pass), when given, sets the planned test steps. At the end of
-        ``fit`` it waits up to ``final_scrape_timeout`` seconds for one more scrape when the
-        exporter serves HTTP, so the server sees the final values. ``model.evaluate``
-        outside ``fit`` is not recorded (a job is one ``fit``).
+        :class:`jobcast.instrument.jsonl.JobcastLogger` times them (both share
+        ``KerasPhaseCallback``). Every batch end is a progress update. The plan is set at
+        the first epoch: a resumed fit (``initial_epoch`` > 0) plans only the epochs it
+        will run; ``validation_steps`` (batches per validation pass), when given, sets the
+        planned test steps. At the end of ``fit`` it waits up to ``final_scrape_timeout``
+        seconds for one more scrape when the exporter serves HTTP, so the server sees the
+        final values. ``model.evaluate`` outside ``fit`` is not recorded (a job is one
+        ``fit``).
         """
+
+        record_evaluate = False
 
         def __init__(self, exporter: PromExporter, validation_steps: int | None = None,
                      final_scrape_timeout: float = 20.0):
-            super().__init__()
-            self.exporter = exporter
+            super().__init__(exporter)
             self.validation_steps = validation_steps
             self.final_scrape_timeout = float(final_scrape_timeout)
-            self._in_fit = False
-            self._epoch: int | None = None
-            self._steps = 0
-            self._last_batch_end: float | None = None
-            self._first_epoch: int | None = None
 
-        def _step(self, batch: int) -> None:
-            self._last_batch_end = float(self.exporter.clock())
-            self._steps = int(batch) + 1
-            self.exporter.progress(self._steps, at=self._last_batch_end)
+        @property
+        def exporter(self) -> PromExporter:
+            return self.sink
 
-        def _end_train_phase(self) -> float | None:
-            if self.exporter._active == "train":
-                return self.exporter.phase_end(self._steps, at=self._last_batch_end)
-            return None
-
-        def on_train_begin(self, logs=None):
-            params = self.params or {}
+        def start_run(self, kind: str) -> None:
             if self.exporter.framework is None:
-                self.exporter.framework = _framework()
-            self._in_fit = True
-            self._first_epoch = None
-            self.exporter.run_start(epochs=params.get("epochs"),
-                                    steps_per_epoch=params.get("steps"))
+                self.exporter.framework = keras_framework()
+            epochs, steps = self.planned()
+            self.exporter.run_start(epochs=epochs, steps_per_epoch=steps)
 
-        def on_epoch_begin(self, epoch, logs=None):
-            self._epoch = int(epoch) + 1
-            if self._first_epoch is None:
-                # a resumed fit (initial_epoch > 0) plans only the epochs it will run
-                self._first_epoch = self._epoch
-                params = self.params or {}
-                epochs, steps = params.get("epochs"), params.get("steps")
-                if epochs and steps:
-                    left = int(epochs) - self._epoch + 1
-                    self.exporter.plan("train", left * int(steps), epochs=left)
-                    if self.validation_steps:
-                        self.exporter.plan("test", left * int(self.validation_steps))
-            self._steps = 0
-            self._last_batch_end = None
-            self.exporter.phase_start("train", self._epoch)
+        def first_epoch(self, epoch: int) -> None:
+            epochs, steps = self.planned()
+            if epochs and steps:
+                left = int(epochs) - epoch + 1
+                self.exporter.plan("train", left * int(steps), epochs=left)
+                if self.validation_steps:
+                    self.exporter.plan("test", left * int(self.validation_steps))
 
-        def on_train_batch_end(self, batch, logs=None):
-            self._step(batch)
-
-        def on_epoch_end(self, epoch, logs=None):
-            self._end_train_phase()
-
-        def on_train_end(self, logs=None):
-            self._end_train_phase()
-            self.exporter.run_end("completed")
-            self._in_fit = False
-            if self.exporter._server is not None and self.final_scrape_timeout > 0:
+        def fit_ended(self) -> None:
+            if self.exporter.serving and self.final_scrape_timeout > 0:
                 self.exporter.wait_for_scrape(self.final_scrape_timeout)
-
-        def on_test_begin(self, logs=None):
-            if not self._in_fit:
-                return
-            start = self._end_train_phase()
-            self._steps = 0
-            self._last_batch_end = None
-            self.exporter.phase_start("test", self._epoch, at=start)
-
-        def on_test_batch_end(self, batch, logs=None):
-            if self._in_fit:
-                self._step(batch)
-
-        def on_test_end(self, logs=None):
-            if self._in_fit:
-                self.exporter.phase_end(self._steps)
 
     return PromCallback
 
 
-# -- offline traces (backfill) ------------------------------------------------------------
-
-
-class TraceRecorder:
-    """Samples registries' metrics at chosen times, like scrapes, and writes OpenMetrics.
-
-    ``watch(registry)`` / ``unwatch(registry)`` choose what is sampled (e.g. one job after
-    another); ``sample(at)`` records every sample of the watched registries stamped ``at``
-    (unix seconds, default now);
-    ``series()`` returns them shaped like a Prometheus range-vector answer
-    (``[{"metric": {...}, "values": [[t, "v"], ...]}]``); ``openmetrics()`` writes text for
-    ``promtool tsdb create-blocks-from openmetrics`` (families together, samples in time
-    order, seconds timestamps, ``# EOF``).
-    """
-
-    def __init__(self, registry=None):
-        self._registries = [registry] if registry is not None else []
-        self._lock = threading.Lock()
-        self._types: dict[str, str] = {}
-        self._help: dict[str, str] = {}
-        self._samples: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]]
-        self._samples = {}
-        self._family_of: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
-
-    def watch(self, registry) -> None:
-        with self._lock:
-            self._registries.append(registry)
-
-    def unwatch(self, registry) -> None:
-        with self._lock:
-            self._registries.remove(registry)
-
-    def sample(self, at: float | None = None) -> None:
-        with self._lock:
-            at = time.time() if at is None else float(at)
-            for registry in self._registries:
-                for family in registry.collect():
-                    self._add(family, at)
-
-    def _add(self, family, at: float) -> None:
-        self._types.setdefault(family.name, family.type)
-        self._help.setdefault(family.name, family.documentation)
-        for s in family.samples:
-            key = (s.name, tuple(sorted(s.labels.items())))
-            self._family_of[key] = family.name
-            values = self._samples.setdefault(key, [])
-            if not values or at > values[-1][0]:
-                values.append((at, float(s.value)))
-
-    def series(self) -> list[dict]:
-        return [
-            {"metric": {"__name__": name, **dict(labels)},
-             "values": [[t, _fmt(v)] for t, v in values]}
-            for (name, labels), values in self._samples.items()
-        ]
-
-    def openmetrics(self) -> str:
-        lines: list[str] = []
-        by_family: dict[str, list] = {}
-        for key, values in self._samples.items():
-            by_family.setdefault(self._family_of[key], []).append((key, values))
-        for family in sorted(by_family):
-            lines.append(f"# TYPE {family} {self._types[family]}")
-            lines.append(f"# HELP {family} {_om_escape_help(self._help[family])}")
-            for (name, labels), values in sorted(by_family[family]):
-                label_text = ",".join(f'{k}="{_om_escape(v)}"' for k, v in labels)
-                head = f"{name}{{{label_text}}}" if label_text else name
-                lines.extend(f"{head} {_fmt(v)} {t:.3f}" for t, v in values)
-        lines.append("# EOF")
-        return "\n".join(lines) + "\n"
-
-
-def _fmt(value: float) -> str:
-    return repr(float(value)) if value != int(value) else str(int(value))
-
-
-def _om_escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _om_escape_help(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-_LAZY: dict[str, Any] = {}
-
-
-def __getattr__(name: str) -> Any:
-    if name == "PromCallback":
-        if name not in _LAZY:
-            _LAZY[name] = _make_callback_class()
-        return _LAZY[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, {"PromCallback": _make_callback_class})

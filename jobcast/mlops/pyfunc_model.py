@@ -33,9 +33,9 @@ packaged). The packages ``jobcast``, ``ingest``, ``models``, ``layerwise`` and `
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
-import math
 import shutil
 import tempfile
 from collections import OrderedDict
@@ -48,7 +48,10 @@ from mlflow.models import ModelSignature
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 
 import mlflow
-from jobcast.service.forecaster import Forecaster, JobRequest
+from jobcast.service.forecast import ForecastFailure, Outcome
+from jobcast.service.forecaster import Forecaster
+from jobcast.service.request import FIELDS, Field, JobRequest
+from jobcast.service.routes import LAYERWISE_MODEL
 from models.calibration import ScaleCalibrator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -56,24 +59,19 @@ CODE_PACKAGES = ("jobcast", "ingest", "models", "layerwise", "fleet")
 # The shipped predictor travels as an artifact, not twice.
 _CODE_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "default_predictor", ".*")
 
-REQUIRED_COLUMNS: dict[str, str] = {
-    "network": "string",
-    "deployment": "string",
-    "batch_size": "long",
-    "iterations": "double",
-    "phase": "string",
-}
-OPTIONAL_COLUMNS: dict[str, str] = {
-    "device": "string",
-    "optimizer": "string",
-    "epochs": "double",
-    "dataset_size": "double",
-    "image_size": "double",
-    "eval_every": "double",
-    "eval_size": "double",
-    "stack": "string",
-}
-WHOLE_NUMBERS = ("iterations", "dataset_size", "image_size", "eval_size")
+
+
+def _signature_type(spec: Field) -> str:
+    """MLflow column type: text is a string; a number that must be given (``batch_size``) is
+    a long; other numbers are doubles, so that they may be null (whole numbers are checked
+    per row by :meth:`JobRequest.from_mapping`)."""
+    if spec.kind == "text":
+        return "string"
+    return "long" if spec.needed else "double"
+
+
+REQUIRED_COLUMNS: dict[str, str] = {f.name: _signature_type(f) for f in FIELDS if f.core}
+OPTIONAL_COLUMNS: dict[str, str] = {f.name: _signature_type(f) for f in FIELDS if not f.core}
 OUTPUT_COLUMNS: dict[str, str] = {
     "seconds": "double",
     "low": "double",
@@ -122,81 +120,24 @@ def jobs_frame(jobs: list[JobRequest] | list[dict]) -> pd.DataFrame:
 # -- rows in, rows out --------------------------------------------------------------------
 
 
-def _value(row: dict, name: str) -> Any:
-    value = row.get(name)
-    if value is None:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, str):
-        return value.strip() or None
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return value
-
-
-def _number(row: dict, name: str) -> float | int | None:
-    value = _value(row, name)
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if name in WHOLE_NUMBERS or name == "batch_size":
-        if number != int(number):
-            raise ValueError(f"{name} must be a whole number, got {value!r}")
-        return int(number)
-    return number
-
-
 def request_from_row(row: dict) -> JobRequest:
-    """One input row as a ``JobRequest``; ``ValueError`` names the bad field."""
-    network = _value(row, "network")
-    if network is None:
-        raise ValueError("network is missing")
-    return JobRequest(
-        network=str(network),
-        deployment=_value(row, "deployment"),
-        batch_size=_number(row, "batch_size"),
-        iterations=_number(row, "iterations"),
-        phase=str(_value(row, "phase") or "train").lower(),
-        epochs=_number(row, "epochs"),
-        dataset_size=_number(row, "dataset_size"),
-        eval_every=_number(row, "eval_every"),
-        eval_size=_number(row, "eval_size"),
-        stack=_value(row, "stack"),
-        device=_value(row, "device"),
-        optimizer=str(_value(row, "optimizer") or "sgd"),
-        image_size=_number(row, "image_size") or 224,
-    )
+    """One input row as a ``JobRequest``; ``JobRequestError`` (a ``ValueError``) names the
+    bad field."""
+    return JobRequest.from_mapping(row)
 
 
-def output_row(result: dict) -> dict:
-    if "error" in result:
-        return {
-            "seconds": None,
-            "low": None,
-            "high": None,
-            "unit": None,
-            "route": None,
-            "model": None,
-            "extrapolated": None,
-            "error": str(result["error"]),
-        }
+def output_row(outcome: Outcome) -> dict:
+    """One answer row (the columns of :data:`OUTPUT_COLUMNS`)."""
+    if not outcome.ok:
+        return {name: None for name in OUTPUT_COLUMNS} | {"error": str(outcome.error)}
     return {
-        "seconds": float(result["seconds"]),
-        "low": float(result["low"]),
-        "high": float(result["high"]),
-        "unit": str(result.get("unit", "s")),
-        "route": str(result["route"]),
-        "model": str(result.get("model", "")),
-        "extrapolated": bool(result.get("extrapolated", False)),
+        "seconds": float(outcome.seconds),
+        "low": float(outcome.low),
+        "high": float(outcome.high),
+        "unit": outcome.unit,
+        "route": str(outcome.route),
+        "model": outcome.model,
+        "extrapolated": bool(outcome.extrapolated),
         "error": None,
     }
 
@@ -257,30 +198,30 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
             models=models, layer_predictor=predictor, calibration=calibration
         )
         self._models_by_id = {m.model_id: m for m in models}
-        self._cache: OrderedDict[JobRequest, dict] = OrderedDict()
+        self._cache: OrderedDict[JobRequest, Outcome] = OrderedDict()
 
-    def forecast(self, req: JobRequest) -> dict:
+    def forecast(self, req: JobRequest) -> Outcome:
         """One job's forecast (cached), calibrated when the layerwise route has a factor."""
         if req in self._cache:
             self._cache.move_to_end(req)
             return self._cache[req]
         try:
-            result = self.forecaster.forecast(req)
+            result = self._name_layerwise(self.forecaster.forecast(req))
         except Exception as exc:  # noqa: BLE001 - one job's failure must not end the request
-            result = {"error": f"cannot forecast this job: {type(exc).__name__}: {exc}"}
-        result = self._name_layerwise(result)
+            result = ForecastFailure(
+                req, f"cannot forecast this job: {type(exc).__name__}: {exc}"
+            )
         self._cache[req] = result
         if len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
         return result
 
-    def _name_layerwise(self, result: dict) -> dict:
+    def _name_layerwise(self, outcome: Outcome) -> Outcome:
         """Name the packaged predictor by its content hash instead of ``layerwise/default``."""
-        model = result.get("model", "")
-        if self.predictor_id and model.startswith("layerwise/default"):
-            name = f"layerwise/{self.predictor_id}" + model[len("layerwise/default") :]
-            return {**result, "model": name}
-        return result
+        if self.predictor_id and outcome.ok and outcome.model.startswith(LAYERWISE_MODEL):
+            name = f"layerwise/{self.predictor_id}" + outcome.model[len(LAYERWISE_MODEL) :]
+            return dataclasses.replace(outcome, model=name)
+        return outcome
 
     def predict(self, context, model_input, params=None):
         mode = str((params or {}).get("errors") or "raise")

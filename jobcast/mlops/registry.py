@@ -23,10 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from jobcast.service.calibrated import layerwise_observations
+from jobcast.service.calibration import fit_calibration
 from models.calibration import (
     ScaleCalibrator,
-    observed_runs,
 )
 
 DEFAULT_NAME = "jobcast-forecaster"
@@ -104,13 +103,6 @@ def default_predictor_dir() -> Path | None:
     """The shipped layerwise predictor's folder, if this checkout has one."""
     path = Path(__file__).resolve().parents[2] / "layerwise" / "data" / "default_predictor"
     return path if path.is_dir() and any(path.iterdir()) else None
-
-
-def fit_calibration(store, predictor, shrinkage: float = 0.0):
-    """Observed runs vs layerwise predictions -> (calibrator, observations, skipped)."""
-    obs, skipped = layerwise_observations(observed_runs(store), predictor)
-    calibrator = ScaleCalibrator(shrinkage=shrinkage).fit(obs, obs["actual"])
-    return calibrator, obs, skipped
 
 
 def register_forecaster(

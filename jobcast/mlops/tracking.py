@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from models.evaluation import held_out_predictions
+
 FIT_EXPERIMENT = "jobcast-fit"
 LAYERWISE_EXPERIMENT = "jobcast-layerwise"
 ARTIFACTS_DIR = "mlartifacts"
@@ -158,49 +160,7 @@ def fingerprint_files(paths: Iterable[str | os.PathLike[str]]) -> str:
     return fingerprint_hashes(hashes)
 
 
-# -- held-out predictions and the plot ------------------------------------------------------
-
-
-def held_out_predictions(models: Sequence, points: pd.DataFrame) -> pd.DataFrame:
-    """Each model's cross-validated prediction of each run's total (what ``cv_mape`` scores).
-
-    Leave-one-run-out: the run's total predicted by a fit without that run; tail hold-out
-    (one run): the total predicted from the first half of the run. ``predicted`` is recovered
-    from the stored signed relative errors: ``actual / (1 + error)``.
-    """
-    rows = []
-    for m in models:
-        est = m.estimator
-        errors = list(getattr(est, "cv_errors_", []) or [])
-        if not errors:
-            continue
-        df = points[
-            (points["network"] == m.network)
-            & (points["deployment"] == m.deployment)
-            & (points["phase"] == m.phase)
-            & (points["stack"] == m.stack)
-        ]
-        finals = df.groupby("run_id", sort=False).tail(1)
-        if len(finals) != len(errors):
-            continue  # the store changed since the fit: the errors no longer line up
-        for (_, final), err in zip(finals.iterrows(), errors, strict=True):
-            if not math.isfinite(err) or err <= -1:
-                continue
-            rows.append(
-                {
-                    "model_id": m.model_id,
-                    "phase": m.phase,
-                    "run_id": int(final["run_id"]),
-                    "iterations": float(final["iterations"]),
-                    "batch_size": int(final["batch_size"]),
-                    "actual": float(final["seconds"]),
-                    "predicted": float(final["seconds"]) / (1.0 + err),
-                    "cv_kind": est.cv_kind_,
-                }
-            )
-    cols = ["model_id", "phase", "run_id", "iterations", "batch_size", "actual", "predicted",
-            "cv_kind"]
-    return pd.DataFrame(rows, columns=cols)
+# -- the plot -------------------------------------------------------------------------------
 
 
 def predicted_vs_actual_figure(actual, predicted, labels=None, *, title: str, unit: str = "s"):
@@ -276,7 +236,8 @@ def log_fit_run(store, models: Sequence, tracking_uri: str | None = None, *,
     uri = resolve_tracking_uri(tracking_uri, store.url)
     points = progress_points(store)
     fingerprint = data_fingerprint(store)
-    held_out = held_out_predictions(models, points)
+    # The artifact keeps its documented columns (no interval, no source path).
+    held_out = held_out_predictions(models, points).drop(columns=["source", "low", "high"])
     stored_runs = store.runs()
     params = {
         "form": form,

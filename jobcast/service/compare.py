@@ -6,10 +6,10 @@ GPU of the price table (layerwise route, one GPU), or the devices the caller nam
 
 from __future__ import annotations
 
-import re
-
-from jobcast.service.forecaster import Forecaster, JobRequest
+from fleet.deployment import Deployment
+from jobcast.service.forecaster import Forecaster
 from jobcast.service.prices import PriceTable
+from jobcast.service.request import JobRequest
 
 # Training-set sizes assumed when the caller gives none (samples per epoch).
 KNOWN_DATASETS = {"resnet20": ("CIFAR-10", 50_000), "resnet3-cifar10": ("CIFAR-10", 50_000)}
@@ -22,14 +22,6 @@ def dataset_for(network: str, dataset_size: int | None) -> tuple[str, int]:
             raise ValueError(f"dataset size must be positive, got {dataset_size}")
         return "given", dataset_size
     return KNOWN_DATASETS.get(network.lower(), DEFAULT_DATASET)
-
-
-def gpus_of(deployment: str) -> tuple[str, int]:
-    """(accelerator part, GPU count) of a deployment key such as ``nvidia-a100-sxm4-40gb-x8-n2``."""
-    m = re.fullmatch(r"(.+?)-x(\d+)(?:-n(\d+))?", deployment)
-    if not m:
-        return deployment, 1
-    return m.group(1), int(m.group(2)) * int(m.group(3) or 1)
 
 
 def compare(
@@ -57,8 +49,8 @@ def compare(
         }
     )
     for dep in deployments:
-        accel, count = gpus_of(dep)
-        requests.append((accel, count, JobRequest(deployment=dep, **common)))
+        parsed = Deployment.parse(dep)
+        requests.append((parsed.accelerator, parsed.count, JobRequest(deployment=dep, **common)))
     for device in devices if devices is not None else sorted(prices.usd_per_gpu_hour):
         requests.append(
             (
@@ -69,26 +61,26 @@ def compare(
         )
     rows = []
     for gpu, count, req in requests:
-        result = forecaster.forecast(req)
+        outcome = forecaster.forecast(req)
         row = {
             "candidate": req.deployment or f"{req.device} x1",
             "gpus": count,
             "price_usd_per_gpu_hour": prices.price(gpu),
         }
-        if "error" in result:
-            rows.append({**row, "error": result["error"]})
+        if not outcome.ok:
+            rows.append({**row, "error": outcome.error})
             continue
-        cost = {k: prices.cost(result[k], gpu, count) for k in ("seconds", "low", "high")}
+        cost = {k: prices.cost(getattr(outcome, k), gpu, count) for k in ("seconds", "low", "high")}
         rows.append(
             {
                 **row,
-                "route": result["route"],
-                "model": result["model"],
-                "seconds": result["seconds"],
-                "low": result["low"],
-                "high": result["high"],
-                "unit": "s",
-                "extrapolated": bool(result.get("extrapolated")),
+                "route": str(outcome.route),
+                "model": outcome.model,
+                "seconds": outcome.seconds,
+                "low": outcome.low,
+                "high": outcome.high,
+                "unit": outcome.unit,
+                "extrapolated": outcome.extrapolated,
                 "usd": cost["seconds"],
                 "usd_low": cost["low"],
                 "usd_high": cost["high"],

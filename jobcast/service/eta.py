@@ -39,6 +39,8 @@ from ingest.prometheus import (
     segments_from_samples,
     selector,
 )
+from jobcast.service.forecast import Outcome, Route
+from jobcast.service.request import JobRequest
 
 Z90 = 1.645
 MIN_PACE_UNCERTAINTY = 0.05
@@ -86,8 +88,6 @@ class _PhaseModel:
         self._cache: dict[int, dict] = {}
 
     def __call__(self, steps: float) -> dict:
-        from jobcast.service.forecaster import JobRequest
-
         x = int(round(max(0.0, steps)))
         if x in self._cache:
             return self._cache[x]
@@ -95,13 +95,16 @@ class _PhaseModel:
                     batch_size=self.batch_size, iterations=x, phase=self.phase,
                     optimizer="sgd" if self.phase == "train" else "none")
         result = self.forecaster.forecast(JobRequest(**base, stack=self.stack))
-        if self.stack and ("error" in result or result.get("route") != "end-to-end"):
+        if self.stack and not _from_history(result):
             other = self.forecaster.forecast(JobRequest(**base))  # the newest stack seen
-            if "error" not in other and (other.get("route") == "end-to-end"
-                                         or "error" in result):
+            if other.ok and (_from_history(other) or not result.ok):
                 result = other
-        self._cache[x] = result
-        return result
+        self._cache[x] = result.to_dict()
+        return self._cache[x]
+
+
+def _from_history(outcome: Outcome) -> bool:
+    return outcome.ok and outcome.route is Route.END_TO_END
 
 
 def _pace(curve: list[tuple[float, float, float]], done: float) -> tuple[float, float] | None:
@@ -184,7 +187,7 @@ def _phase_eta(model: _PhaseModel | None, planned: float, done: float, spent: fl
     parts = [(1 - w) * m + w * p for m, p in zip(model_part or pace_part, pace_part or model_part,
                                                   strict=True)]
     out.update(remaining=parts[0], low=parts[1], high=parts[2], pace_weight=w)
-    out.setdefault("route", "pace")
+    out.setdefault("route", str(Route.PACE))
     return out
 
 

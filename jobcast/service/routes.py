@@ -1,70 +1,224 @@
-"""The layerwise route of the forecaster: a job with no history, predicted from its layers."""
+"""Routes: each turns a job request into a :class:`Forecast` one way, behind one interface.
+
+A route's ``forecast(req)`` returns a :class:`Forecast` or raises :class:`RouteMiss`
+(a :class:`LookupError`) saying why it cannot answer this job; the forecaster tries the
+next route then. A new route is one class with ``name`` and ``forecast``.
+
+* :class:`EndToEndRoute`: the phase models fitted on the job's own history (network x
+  deployment x phase x stack); a job plan (epochs, evaluations) sums its phases.
+* :class:`LayerwiseRoute`: per-layer predictions summed over the network for one device;
+  a deployment of N devices splits the global batch N ways (communication not modelled).
+* :class:`CalibratedRoute`: the layerwise forecast scaled by what observed runs of the
+  network (else of other networks) on the same hardware showed (``models.calibration``).
+"""
 
 from __future__ import annotations
 
 import math
-import re
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from fleet.catalog import resolve_gpu
+from fleet.deployment import Deployment, normalise_deployment
+from jobcast.service.forecast import Forecast, Route
+from jobcast.service.request import JobRequest, JobRequestError
+from models.calibration import ScaleCalibrator
+from models.e2e import FittedModel, NoModelError, choose, forecast
+from models.job import JobPlan, forecast_job
+
+LAYERWISE_MODEL = "layerwise/default"
+_CORE = ("seconds", "low", "high", "unit", "route", "model", "extrapolated")
 
 
-def device_for(req) -> tuple[str, int]:
+class RouteMiss(LookupError):
+    """This route has no answer for the job (no history, unknown device, ...)."""
+
+
+class ForecastRoute(Protocol):
+    name: Route
+
+    def forecast(self, req: JobRequest) -> Forecast: ...
+
+
+def _details(result: dict, drop: Sequence[str] = ()) -> dict[str, Any]:
+    return {k: v for k, v in result.items() if k not in _CORE and k not in drop}
+
+
+class EndToEndRoute:
+    """History of the same network, deployment, phase (and stack)."""
+
+    name = Route.END_TO_END
+
+    def __init__(self, models: Sequence[FittedModel]):
+        self.models = models
+
+    def forecast(self, req: JobRequest) -> Forecast:
+        if req.deployment is None:
+            raise RouteMiss("no deployment given")
+        deployment = normalise_deployment(req.deployment)
+        try:
+            result = self._predict(req, deployment)
+        except NoModelError as exc:
+            raise RouteMiss(str(exc)) from None
+        return Forecast(
+            job=req,
+            seconds=result["seconds"],
+            low=result["low"],
+            high=result["high"],
+            route=self.name,
+            model=result["model"],
+            extrapolated=bool(result["extrapolated"]),
+            details=_details(result),
+        )
+
+    def _predict(self, req: JobRequest, deployment: str) -> dict:
+        if req.epochs is not None and req.iterations is None:
+            plan = JobPlan(
+                network=req.network,
+                deployment=deployment,
+                batch_size=req.batch_size,
+                epochs=req.epochs,
+                dataset_size=req.dataset_size,
+                eval_every=req.eval_every,
+                eval_size=req.eval_size,
+                stack=req.stack,
+            )
+            return forecast_job(self.models, plan)
+        if req.iterations is None:
+            raise JobRequestError("give iterations, or epochs with dataset_size")
+        model = choose(
+            self.models,
+            req.network,
+            deployment,
+            req.phase,
+            req.stack,
+            req.iterations,
+            req.batch_size,
+        )
+        return forecast(model, req.iterations, req.batch_size)
+
+    def model_of(self, forecast_: Forecast) -> FittedModel | None:
+        return next((m for m in self.models if m.model_id == forecast_.model), None)
+
+
+def device_for(req: JobRequest) -> tuple[str, int]:
     """The GPU to predict and how many share the batch (data parallel), from the request."""
     if req.device:
         return req.device, 1
     if not req.deployment:
-        raise LookupError("no history for this job and no device or deployment to predict it on")
-    m = re.fullmatch(r"(?:[a-z]+-)?(.+?)-x(\d+)(?:-n(\d+))?", req.deployment.strip().lower())
-    if not m:
-        return req.deployment, 1
-    count = int(m.group(2)) * int(m.group(3) or 1)
-    return m.group(1), count
+        raise RouteMiss("no history for this job and no device or deployment to predict it on")
+    deployment = Deployment.parse(req.deployment)
+    return deployment.accelerator, deployment.count
 
 
-def layerwise_forecast(req, e2e_miss: str, predictor=None) -> dict:
-    """Per-batch layerwise prediction scaled to the job's iterations (or epochs)."""
-    from layerwise.forecast import forecast_network
+class LayerwiseRoute:
+    """Per-layer predictions of the network on one device, times the job's steps."""
 
-    device, count = device_for(req)
-    try:
-        gpu = resolve_gpu(device)
-    except (KeyError, ValueError) as exc:
-        raise LookupError(f"{e2e_miss}; and no layerwise forecast: {exc}") from None
-    per_device_batch = max(1, math.ceil(req.batch_size / count))
-    result = forecast_network(
-        req.network,
-        device=gpu.name,
-        batch_size=per_device_batch,
-        optimizer=None if req.optimizer in (None, "", "none") else req.optimizer,
-        image_size=req.image_size,
-        dataset_size=req.dataset_size,
-        epochs=req.epochs,
-        predictor=predictor,
-    )
-    warnings = list(result.get("warnings", []))
-    if count > 1:
-        warnings.append(
-            f"data parallel over {count} devices: per-device batch {per_device_batch}; "
-            "communication time is not modelled"
+    name = Route.LAYERWISE
+
+    def __init__(self, predictor: Any = None):
+        self.predictor = predictor
+
+    def forecast(self, req: JobRequest, why: str = "") -> Forecast:
+        """``why`` says why the end-to-end route did not answer (kept in the details)."""
+        from layerwise.forecast import forecast_network
+
+        device, count = device_for(req)
+        try:
+            gpu = resolve_gpu(device)
+        except (KeyError, ValueError) as exc:
+            raise RouteMiss(f"{why}; and no layerwise forecast: {exc}") from None
+        per_device_batch = max(1, math.ceil(req.batch_size / count))
+        result = forecast_network(
+            req.network,
+            device=gpu.name,
+            batch_size=per_device_batch,
+            optimizer=None if req.optimizer in (None, "", "none") else req.optimizer,
+            image_size=req.image_size,
+            dataset_size=req.dataset_size,
+            epochs=req.epochs,
+            predictor=self.predictor,
         )
-    if req.iterations is not None:
-        steps = req.iterations
-    elif result.get("job_seconds") is not None:
-        steps = result["job_seconds"] / result["batch_seconds"]
-    else:
-        steps = 1
-    return {
-        **result,
-        "seconds": result["batch_seconds"] * steps,
-        "low": result["low"] * steps,
-        "high": result["high"] * steps,
-        "unit": "s",
-        "route": "layerwise",
-        "model": result.get("model", "layerwise/default"),
-        "device": gpu.name,
-        "devices": count,
-        "iterations": steps,
-        "extrapolated": bool(result.get("extrapolated", False)),
-        "why_layerwise": e2e_miss,
-        "warnings": warnings,
+        warnings = list(result.get("warnings", []))
+        if count > 1:
+            warnings.append(
+                f"data parallel over {count} devices: per-device batch {per_device_batch}; "
+                "communication time is not modelled"
+            )
+        if req.iterations is not None:
+            steps = req.iterations
+        elif result.get("job_seconds") is not None:
+            steps = result["job_seconds"] / result["batch_seconds"]
+        else:
+            steps = 1
+        details = {
+            **_details(result),
+            "device": gpu.name,
+            "devices": count,
+            "iterations": steps,
+            "why_layerwise": why,
+            "warnings": warnings,
+        }
+        return Forecast(
+            job=req,
+            seconds=result["batch_seconds"] * steps,
+            low=result["low"] * steps,
+            high=result["high"] * steps,
+            route=self.name,
+            model=LAYERWISE_MODEL,
+            details=details,
+        )
+
+
+def hardware_key(device: str, devices: int = 1) -> str:
+    """The hardware a calibration factor is for: a deployment key (``nvidia-v100-…-x8``)."""
+    return Deployment(str(device), int(devices)).key
+
+
+def calibrate(plain: Forecast, calibrator: ScaleCalibrator | None) -> Forecast:
+    """A layerwise forecast scaled by its calibration factor; unchanged when none applies."""
+    if calibrator is None or plain.route is not Route.LAYERWISE:
+        return plain
+    hardware = hardware_key(plain.details["device"], plain.details.get("devices", 1))
+    scale = calibrator.scale_for(plain.job.network, hardware)
+    if scale is None:
+        return plain
+    calibration = {
+        "factor": scale.factor,
+        "level": scale.level,
+        "runs": scale.runs,
+        "hardware": hardware,
     }
+    return plain.scaled(
+        scale.factor,
+        route=Route.LAYERWISE_CALIBRATED,
+        model=f"{plain.model}+calibration/{scale.level}/{hardware}",
+        details={**plain.details, "calibration": calibration},
+    )
+
+
+class CalibratedRoute:
+    """The layerwise route, scaled by observed runs where a factor applies."""
+
+    name = Route.LAYERWISE_CALIBRATED
+
+    def __init__(self, layerwise: LayerwiseRoute, calibrator: ScaleCalibrator | None):
+        self.layerwise = layerwise
+        self.calibrator = calibrator
+
+    def forecast(self, req: JobRequest, why: str = "") -> Forecast:
+        """Calibrated where a factor applies, else the plain layerwise forecast."""
+        return calibrate(self.layerwise.forecast(req, why), self.calibrator)
+
+    def has_own_runs(self, req: JobRequest) -> bool:
+        """Whether this network's own runs on this hardware give a factor (cheap check)."""
+        if self.calibrator is None:
+            return False
+        from models.calibration import network_key
+
+        try:
+            device, count = device_for(req)
+            hardware = hardware_key(resolve_gpu(device).name, count)
+        except (LookupError, ValueError):
+            return False
+        return (network_key(req.network), hardware) in self.calibrator.pairs_

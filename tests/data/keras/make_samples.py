@@ -4,7 +4,7 @@
 
 For verbose=1 and verbose=2 it runs a child process that trains a small CNN on random
 16x16x3 images (1280 train / 256 validation samples, batch 32, 3 epochs, then
-``model.evaluate``) with :class:`jobcast.instrument.JobcastLogger` attached, and keeps
+``model.evaluate``) with :class:`jobcast.instrument.jsonl.JobcastLogger` attached, and keeps
 what the child printed (stdout and stderr, as a shell ``> file 2>&1`` would) in
 ``fit_verbose<N>.txt`` and the logger's output in ``fit_verbose<N>.jsonl``.
 """
@@ -25,7 +25,7 @@ def child(verbose: int) -> None:
     import keras
     import numpy as np
 
-    from jobcast.instrument import JobcastLogger
+    from jobcast.instrument.jsonl import JobcastLogger
 
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""Find and load the system description that sits beside an MLPerf result log.
+"""MLPerf system descriptions: find and load the one beside a result log, read it.
 
 Layout of the mlcommons ``training_results_vX.Y`` repositories::
 
@@ -13,6 +13,16 @@ Facts the path gives are added under ``_mlperf_*`` keys: ``_mlperf_version`` (e.
 ``"v0.7"`` from a folder ``v0.7`` or ``training_results_v0.7``), ``_mlperf_submitter``,
 ``_mlperf_system_file``. A log outside this layout, or one whose system file is missing,
 gets a context without ``system`` (the parser then leaves ``deployment`` empty).
+
+What the description gives a run
+--------------------------------
+* Deployment (:func:`system_deployment`): v0.7+ ``accelerator_model_name`` /
+  ``accelerators_per_node`` / ``number_of_nodes``; v0.5/v0.6 ``nodes[]`` of the entry.
+  Keys are compared lower-case with spaces as ``_``; a trailing parenthesised note of the
+  accelerator name is dropped; a bare ``TPU`` takes its generation from the system name.
+  Missing counts or heterogeneous nodes give no deployment.
+* Framework (:func:`system_framework`): ``framework``; when it lists several stacks, the
+  one the log's text names is kept, else the whole string.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import json
 import re
 from pathlib import Path
 
+from fleet.deployment import Deployment
 from ingest.events import ParseContext, ParseError
 
 _VERSION = re.compile(r"(?:^|[_\s-])v(\d+\.\d+)(?:\.\d+)?$", re.IGNORECASE)
@@ -144,3 +155,98 @@ def context_for(path: Path) -> ParseContext:
         folder_network=parts["benchmark"],
         folder_system=parts["system"],
     )
+
+
+def _count(raw: object) -> int | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw if raw > 0 else None
+    if isinstance(raw, float):
+        return int(raw) if raw > 0 and raw == int(raw) else None
+    if isinstance(raw, str) and re.fullmatch(r"\s*\d+\s*", raw):
+        return int(raw) if int(raw) > 0 else None
+    return None
+
+
+def norm_keys(d: dict) -> dict:
+    return {str(k).strip().lower().replace(" ", "_"): v for k, v in d.items()}
+
+
+def _clean_accelerator(name: str) -> str:
+    """Drop a trailing parenthesised note: ``"NVIDIA A100-SXM4-40GB (400W)"``."""
+    return re.sub(r"\s*\([^)]*\)\s*$", "", name).strip()
+
+
+def _with_generation(name: str, system_name: object) -> str:
+    """A bare ``"TPU"`` takes its generation from the system name (``tpu-v4-128`` -> ``TPU v4``),
+    so different TPU generations never share a deployment key."""
+    if name.strip().lower() == "tpu" and isinstance(system_name, str):
+        m = re.search(r"tpu[-_ ]?(v\d+\w*)", system_name, flags=re.I)
+        if m:
+            return f"TPU {m.group(1).lower()}"
+    return name
+
+
+def system_deployment(system: dict | None) -> Deployment | None:
+    """Deployment from a system description: v0.7+ ``accelerator_model_name`` /
+    ``accelerators_per_node`` / ``number_of_nodes`` (also ``number of nodes``); v0.5
+    ``entry.json`` ``nodes[].accelerator`` / ``num_accelerators`` / ``num_nodes``; v0.6
+    ``entry`` (decoded by :func:`load_system`) with the same ``nodes``."""
+    if not system:
+        return None
+    norm = norm_keys(system)
+    if isinstance(norm.get("accelerator_model_name"), str):
+        name = _with_generation(
+            _clean_accelerator(norm["accelerator_model_name"]), norm.get("system_name")
+        )
+        per_node = _count(norm.get("accelerators_per_node"))
+        nodes = _count(norm.get("number_of_nodes"))
+        if name and per_node and nodes:
+            return Deployment(name, per_node, nodes)
+        return None
+    entry = norm.get("entry") if isinstance(norm.get("entry"), dict) else norm
+    node_specs = norm_keys(entry).get("nodes")
+    if isinstance(node_specs, dict):
+        node_specs = [node_specs]
+    if not isinstance(node_specs, list) or not node_specs:
+        return None
+    specs = [norm_keys(s) for s in node_specs if isinstance(s, dict)]
+    names = {s.get("accelerator") for s in specs}
+    per = {_count(s.get("num_accelerators")) for s in specs}
+    if len(names) != 1 or len(per) != 1:
+        return None  # heterogeneous nodes: no single deployment
+    name, per_node = names.pop(), per.pop()
+    node_counts = [_count(s.get("num_nodes", 1)) for s in specs]
+    if not isinstance(name, str) or not per_node or None in node_counts:
+        return None
+    return Deployment(_clean_accelerator(name), per_node, sum(node_counts))  # type: ignore[arg-type]
+
+
+def system_framework(system: dict | None, evidence: set[str] | frozenset = frozenset()
+                     ) -> str | None:
+    """``framework`` of the system description. Some list several stacks
+    (``"NGC MXNet 20.06 , NGC PyTorch 20.06"``): the one the log's text names is kept,
+    the whole string when that is not exactly one."""
+    if not system:
+        return None
+    norm = norm_keys(system)
+    raw = norm.get("framework")
+    if raw is None and isinstance(norm.get("entry"), dict):
+        raw = norm_keys(norm["entry"]).get("framework")
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    items = [p.strip() for p in re.split(r"\s*[,;]\s*", raw) if p.strip()]
+    if len(items) > 1:
+        def token(item: str) -> str | None:
+            low = item.lower()
+            for name, tok in (("mxnet", "mxnet"), ("pytorch", "pytorch"),
+                              ("tensorflow", "tensorflow")):
+                if name in low:
+                    return tok
+            return None
+
+        hits = [item for item in items if token(item) in evidence]
+        if len(hits) == 1:
+            return hits[0]
+    return raw.strip()

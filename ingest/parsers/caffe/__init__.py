@@ -15,14 +15,8 @@ What is read
 
 Clock
 -----
-glog prints local time with neither year nor zone. Times are read as UTC (durations are
-exact; ``start_time`` may be off by the machine's UTC offset). The year comes, in this
-order, from ``*** Aborted at <unix> (unix time)`` (the year that puts the glog time
-nearest that instant), from a ``YYYY-MM-DD`` date printed anywhere in the file whose
-month and day match a glog line (e.g. ``Logging output to x__2016-08-14_00-25-56.log``),
-else it is assumed to be 2000 (a leap year, so Feb 29 parses); ``meta["year_source"]``
-says which. When the month decreases (Dec -> Jan) the year is incremented. After that
-the clock must not go backwards by more than 2 s, else ParseError.
+Times come from the glog clock, read as UTC with a year found in the file (see :mod:`.glog`);
+``meta["year_source"]`` says where the year came from.
 
 Runs and segments
 -----------------
@@ -62,25 +56,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from fleet.deployment import Deployment
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
+from ingest.parsers.caffe.glog import Glog, read_records, sniff, strip_line
+
+__all__ = ["FORMAT", "LABEL", "parse", "sniff"]
 
 FORMAT = "caffe"
-
-BASE_YEAR = 2000
-BACKWARDS_TOLERANCE_S = 2.0
-
-_GLOG = re.compile(
-    r"^([IWEF])(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6})\s+(\d+) ([^\s\]]+:\d+)\] ?(.*)$"
-)
-_GLOG_PREFIX = re.compile(r"^[IWEF]\d{1,4}(?: |$)")
-_ABSL_PREINIT = re.compile(r"^[IWEF]0000 00:00:\d+\.\d+ ")  # absl before InitializeLog
-_CAFFE_SOURCES = re.compile(
-    r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s+\d+ "
-    r"(?:caffe|solver|sgd_solver|net|upgrade_proto|parallel)\.cpp:\d+\]"
-)
+LABEL = "Caffe"
 
 _NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf)"
 _DISPLAY = re.compile(rf"^Iteration (\d+), loss = ({_NUM})$", re.I)
@@ -95,24 +79,6 @@ _USING_GPUS = re.compile(r"^Using GPUs ([\d,\s]+)$")
 _USE_GPU_ID = re.compile(r"^Use GPU with device ID (\d+)$")
 _GPU_NAME = re.compile(r"^GPU (\d+): (.+?)\s*$")
 _OUTPUT_SIZE = re.compile(r"^output data size: (\d+),")
-_ABORTED = re.compile(r"\*\*\* Aborted at (\d+) \(unix time\)")
-_DATE_HINT = re.compile(r"(?<!\d)((?:19|20)\d\d)-(\d\d)-(\d\d)(?!\d)")
-
-
-def sniff(head: list[str]) -> bool:
-    """True if a glog line from Caffe's own sources appears in the head."""
-    return any(_CAFFE_SOURCES.match(line) for line in head)
-
-
-@dataclass
-class _Glog:
-    line: int
-    month: int
-    day: int
-    clock: tuple[int, int, int, int]  # hour, minute, second, microsecond
-    message: str
-    rollovers: int = 0
-    time: float = 0.0
 
 
 @dataclass
@@ -130,100 +96,6 @@ class _Header:
     def net(self, phase: str, index: int = 0) -> dict[str, object] | None:
         nets = [n for n in self.nets if n.get("phase") == phase]
         return nets[index] if index < len(nets) else None
-
-
-def _strip(line: str) -> str:
-    return line.rstrip("\r\n")
-
-
-def _read_glog(lines: list[str]) -> tuple[list[_Glog], dict[int, list[str]]]:
-    """Glog records plus, for each record, the non-glog lines that follow it."""
-    records: list[_Glog] = []
-    echoes: dict[int, list[str]] = {}
-    for number, raw in enumerate(lines, start=1):
-        text = _strip(raw)
-        m = _GLOG.match(text)
-        if m is None:
-            if _GLOG_PREFIX.match(text) and not _ABSL_PREINIT.match(text):
-                raise ParseError(f"malformed glog line: {text[:80]!r}", line=number)
-            if records:
-                echoes.setdefault(len(records) - 1, []).append(text)
-            continue
-        month, day = int(m.group(2)), int(m.group(3))
-        if month == 0 and day == 0:  # absl's pre-init stderr line, not Caffe's
-            continue
-        hour, minute, second = int(m.group(4)), int(m.group(5)), int(m.group(6))
-        if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60
-                and second < 61):
-            raise ParseError(f"impossible glog date/time in {text[:30]!r}", line=number)
-        records.append(
-            _Glog(number, month, day, (hour, minute, second, int(m.group(7))), m.group(10))
-        )
-    return records, echoes
-
-
-def _count_rollovers(records: list[_Glog]) -> None:
-    rollovers = 0
-    previous = None
-    for record in records:
-        if previous is not None and record.month < previous:
-            rollovers += 1
-        previous = record.month
-        record.rollovers = rollovers
-
-
-def _timestamp(year: int, record: _Glog) -> float:
-    hour, minute, second, micro = record.clock
-    try:
-        moment = datetime(year, record.month, record.day, hour, minute, min(second, 59),
-                          micro, tzinfo=UTC)
-    except ValueError as err:
-        raise ParseError(f"impossible date {year}-{record.month:02d}-{record.day:02d}: {err}",
-                         line=record.line) from err
-    return moment.timestamp() + (1 if second == 60 else 0)
-
-
-def _base_year(lines: list[str], records: list[_Glog]) -> tuple[int, str]:
-    """The year of the first glog line, and where it came from."""
-    if not records:
-        return BASE_YEAR, "assumed"
-    for number, raw in enumerate(lines, start=1):
-        m = _ABORTED.search(raw)
-        if not m:
-            continue
-        instant = int(m.group(1))
-        before = [r for r in records if r.line < number] or records[:1]
-        anchor = before[-1]
-        utc_year = datetime.fromtimestamp(instant, tz=UTC).year
-        best = min(
-            (abs(_timestamp(y, anchor) - instant), y)
-            for y in (utc_year - 1, utc_year, utc_year + 1)
-            if not (anchor.month == 2 and anchor.day == 29 and y % 4)
-        )
-        if best[0] < 2 * 86400:
-            return best[1] - anchor.rollovers, f"line {number}: Aborted at {instant}"
-    by_day: dict[tuple[int, int], int] = {}
-    for record in records:
-        by_day.setdefault((record.month, record.day), record.rollovers)
-    for number, raw in enumerate(lines, start=1):
-        for m in _DATE_HINT.finditer(raw):
-            key = (int(m.group(2)), int(m.group(3)))
-            if key in by_day:
-                return int(m.group(1)) - by_day[key], f"line {number}: date {m.group(0)}"
-    return BASE_YEAR, "assumed"
-
-
-def _set_times(records: list[_Glog], base_year: int) -> None:
-    previous: _Glog | None = None
-    for record in records:
-        record.time = _timestamp(base_year + record.rollovers, record)
-        if previous is not None and record.time < previous.time - BACKWARDS_TOLERANCE_S:
-            raise ParseError(
-                f"timestamp goes backwards by {previous.time - record.time:.1f} s "
-                f"(previous glog line {previous.line})",
-                line=record.line,
-            )
-        previous = record
 
 
 def _parse_solver_echo(text: list[str], header: _Header) -> None:
@@ -272,7 +144,7 @@ def _float(text: str, what: str, line: int) -> float:
 class _Run:
     header: _Header
     name: str
-    start: _Glog
+    start: Glog
     segments: list[Segment] = field(default_factory=list)
     last_line: int = 0
     last_iteration: int | None = None
@@ -283,8 +155,8 @@ class _Run:
     train_points: list[tuple[float, float]] = field(default_factory=list)
     train_last: tuple[int, float, int] | None = None  # last display: (iteration, time, line)
     # open test pass
-    test: tuple[_Glog, int, int] | None = None  # (Testing line, iteration, net index)
-    test_end: _Glog | None = None
+    test: tuple[Glog, int, int] | None = None  # (Testing line, iteration, net index)
+    test_end: Glog | None = None
 
 
 class _Builder:
@@ -299,14 +171,14 @@ class _Builder:
         self.header_fresh = True  # header lines seen since the last run started
 
     # --- header -----------------------------------------------------------
-    def _new_header(self, record: _Glog) -> None:
+    def _new_header(self, record: Glog) -> None:
         if self.run is not None:
             self._close_run(self.run.last_line)
         if not self.header_fresh:
             self.header = _Header(first_line=record.line)
             self.header_fresh = True
 
-    def header_line(self, index: int, record: _Glog) -> bool:
+    def header_line(self, index: int, record: Glog) -> bool:
         msg = record.message.strip()
         if msg.startswith("Initializing solver from parameters") or _USING_GPUS.match(msg) \
                 or _USE_GPU_ID.match(msg) or msg == "Use CPU.":
@@ -337,14 +209,14 @@ class _Builder:
         return True
 
     # --- run events -------------------------------------------------------
-    def solving(self, record: _Glog, name: str) -> None:
+    def solving(self, record: Glog, name: str) -> None:
         if self.run is not None:
             self._close_run(self.run.last_line)
         self.run = _Run(header=self.header, name=name, start=record, last_line=record.line)
         self.run.train_start = (record.time, None)
         self.header_fresh = False
 
-    def _check_iteration(self, iteration: int, record: _Glog) -> None:
+    def _check_iteration(self, iteration: int, record: Glog) -> None:
         run = self.run
         assert run is not None
         if run.last_iteration is not None and iteration < run.last_iteration:
@@ -355,7 +227,7 @@ class _Builder:
         run.last_iteration = iteration
         run.last_line = record.line
 
-    def display(self, record: _Glog, iteration: int) -> None:
+    def display(self, record: Glog, iteration: int) -> None:
         run = self.run
         if run is None:
             return
@@ -370,7 +242,7 @@ class _Builder:
         run.train_points.append((float(iteration - start_iteration), record.time - start_time))
         run.train_last = (iteration, record.time, record.line)
 
-    def testing(self, record: _Glog, iteration: int, net_index: int) -> None:
+    def testing(self, record: Glog, iteration: int, net_index: int) -> None:
         run = self.run
         if run is None:
             return
@@ -380,18 +252,18 @@ class _Builder:
         run.test = (record, iteration, net_index)
         run.test_end = None
 
-    def test_output(self, record: _Glog) -> None:
+    def test_output(self, record: Glog) -> None:
         if self.run is not None and self.run.test is not None:
             self.run.test_end = record
             self.run.last_line = record.line
 
-    def other_event(self, record: _Glog) -> None:
+    def other_event(self, record: Glog) -> None:
         """A solver line that ends an open test pass (snapshot, lr, ...)."""
         if self.run is not None:
             self._finish_test()
             self.run.last_line = max(self.run.last_line, record.line)
 
-    def done(self, record: _Glog, early: bool) -> None:
+    def done(self, record: Glog, early: bool) -> None:
         run = self.run
         if run is None or run.done:
             return
@@ -591,13 +463,8 @@ def _to_parsed(run: _Run, ctx: ParseContext, year_source: str) -> ParsedRun:
 
 def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
     """Parse a Caffe glog training log; one ParsedRun per ``Solving`` (see module doc)."""
-    text = [_strip(line) for line in lines]
-    records, echoes = _read_glog(text)
-    if not records:
-        raise ParseError("no glog lines: not a Caffe log")
-    _count_rollovers(records)
-    base_year, year_source = _base_year(text, records)
-    _set_times(records, base_year)
+    text = [strip_line(line) for line in lines]
+    records, echoes, year_source = read_records(text)
 
     builder = _Builder(echoes, ctx)
     for index, record in enumerate(records):

@@ -1,0 +1,113 @@
+"""Options and openers the commands share: each option is defined here once.
+
+Rules:
+
+- A shared option is a typer ``OptionInfo`` used as the parameter's default
+  (``store: str | None = STORE``), so its flag, default and help are written once; an option
+  whose help depends on the command comes from a factory (``json_option("Print a JSON report.")``).
+- Openers turn option values into objects and ``fail`` (exit 2, ``error: ...``) on bad ones.
+- Importing this module imports typer and rich only; the openers import what they open.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from jobcast.cli.output import fail
+
+if TYPE_CHECKING:
+    from ingest.prometheus import MetricNames, PrometheusClient
+    from ingest.store import Store
+
+STORE_HELP = "Store URL (any SQLAlchemy URL); default $JOBCAST_STORE or sqlite:///jobcast.db."
+
+
+def json_option(text: str = "Print JSON.") -> Any:
+    """The ``--json`` flag (off by default); ``text``: its help, saying what it prints."""
+    return typer.Option(False, "--json", help=text)
+
+
+AS_JSON = json_option()
+
+# -- the store and MLflow ---------------------------------------------------------------------
+
+STORE = typer.Option(None, "--store", help=STORE_HELP)
+TRACKING_URI = typer.Option(
+    None, "--tracking-uri",
+    help="MLflow tracking/registry URI; default $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db "
+         "beside the store.",
+)
+
+
+def open_store(url: str | None) -> Store:
+    """The store at ``url`` (``None``: the default); fails on a bad URL or unreachable store."""
+    from ingest.store import Store
+
+    try:
+        return Store(url)
+    except Exception as exc:  # bad URL, unreachable server, unreadable file
+        fail(f"cannot open store {url or '(default)'}: {exc}")
+
+
+# -- layerwise forecasts (predict, compare) ---------------------------------------------------
+
+IMAGE_SIZE = typer.Option(224, min=8, help="Layerwise: input image side.")
+
+# -- Prometheus (ingest-prometheus, eta) ------------------------------------------------------
+
+PROMETHEUS_URL = typer.Option(..., "--url", envvar="JOBCAST_PROMETHEUS_URL",
+                              help="Prometheus base URL, e.g. http://prometheus:9090.")
+TIMEOUT = typer.Option(30.0, "--timeout", min=0.1, help="Seconds to wait for each answer.")
+RETRIES = typer.Option(3, "--retries", min=0,
+                       help="Retries of a failed request (refused, timed out, cut, 5xx).")
+BEARER_TOKEN = typer.Option(None, "--bearer-token", envvar="JOBCAST_PROMETHEUS_TOKEN",
+                            help="Bearer token (or $JOBCAST_PROMETHEUS_TOKEN).")
+BASIC_AUTH = typer.Option(
+    None, "--basic-auth", envvar="JOBCAST_PROMETHEUS_BASIC_AUTH",
+    help="USER:PASSWORD for basic auth (or $JOBCAST_PROMETHEUS_BASIC_AUTH).",
+)
+CA_FILE = typer.Option(None, "--ca-file", help="PEM CA bundle to verify the server with.")
+INSECURE = typer.Option(False, "--insecure", help="Do not verify the server's certificate.")
+PREFIX = typer.Option("jobcast", "--prefix", help="Metric name prefix the exporter used.")
+JOB_LABEL = typer.Option("job_id", "--job-label", help="Label holding the job id.")
+NETWORK_LABEL = typer.Option("network", "--network-label", help="Label holding the network.")
+DEPLOYMENT_LABEL = typer.Option("deployment", "--deployment-label",
+                                help="Label holding the deployment.")
+
+
+def open_prometheus(url: str, *, timeout: float, retries: int, bearer_token: str | None,
+                    basic_auth: str | None, ca_file: str | None,
+                    insecure: bool) -> PrometheusClient:
+    """A client for ``url``; fails on a malformed ``--basic-auth`` or a missing ``--ca-file``."""
+    from pathlib import Path
+
+    from ingest.prometheus import PrometheusClient, PrometheusError
+
+    auth = None
+    if basic_auth:
+        user, sep, password = basic_auth.partition(":")
+        if not sep or not user:
+            fail("--basic-auth must be USER:PASSWORD")
+        auth = (user, password)
+    if ca_file is not None and not Path(ca_file).is_file():
+        fail(f"--ca-file {ca_file}: no such file")
+    try:
+        return PrometheusClient(url, timeout=timeout, retries=retries,
+                                bearer_token=bearer_token, basic_auth=auth,
+                                ca_file=ca_file, insecure=insecure)
+    except PrometheusError as exc:
+        fail(str(exc))
+
+
+def metric_names(prefix: str, job_label: str, network_label: str,
+                 deployment_label: str) -> MetricNames:
+    """The exporter's metric and label names, validated; fails on an unusable name."""
+    from ingest.prometheus import MetricNames
+
+    try:
+        return MetricNames(prefix=prefix, job_label=job_label, network_label=network_label,
+                           deployment_label=deployment_label).validate()
+    except ValueError as exc:
+        fail(str(exc))
