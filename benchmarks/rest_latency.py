@@ -46,9 +46,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from ingest.pipeline import ingest_paths  # noqa: E402
 from ingest.store import Store  # noqa: E402
-from jobcast.cli.mlops import serve_argv, serve_env  # noqa: E402
 from jobcast.mlops.pyfunc_model import jobs_frame  # noqa: E402
 from jobcast.mlops.registry import default_predictor_dir, register_forecaster  # noqa: E402
+from jobcast.mlops.serving import serve_argv, serve_env  # noqa: E402
 from models.e2e import fit_store, load_models  # noqa: E402
 
 

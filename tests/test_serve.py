@@ -16,8 +16,8 @@ import pytest
 
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
-from jobcast.cli.mlops import serve_argv, serve_env
 from jobcast.mlops.registry import default_predictor_dir, register_forecaster, resolve_model_uri
+from jobcast.mlops.serving import serve_argv, serve_env
 from models.e2e import fit_store, load_models
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,7 @@ from jobcast.cli import bench as cli_bench
 from jobcast.cli import layerwise as cli_layerwise
 from jobcast.cli import mlops as cli_mlflow
 from jobcast.cli import prometheus as cli_prometheus
-from jobcast.cli.options import AS_JSON, IMAGE_SIZE, STORE, TRACKING_URI, json_option
-from jobcast.cli.options import open_store as _store
+from jobcast.cli.options import AS_JSON, IMAGE_SIZE, STORE, TRACKING_URI, json_option, open_store
 from jobcast.cli.output import console, emit_json, err_console, fail
 
 app = typer.Typer(
@@ -41,7 +40,7 @@ def ingest(
     from ingest.pipeline import Overrides, ingest_paths
     from jobcast.cli.output import progress_bar
 
-    st = _store(store)
+    st = open_store(store)
     overrides = Overrides(network=network, deployment=deployment, batch_size=batch_size)
     with progress_bar("ingest", disable=as_json) as advance:
         report = ingest_paths(st, paths, overrides, progress=advance)
@@ -80,7 +79,7 @@ def runs(
     """List the runs in the store with their phase segments."""
     from jobcast.cli.views import runs_payload, runs_table
 
-    payload = runs_payload(_store(store), network, deployment)
+    payload = runs_payload(open_store(store), network, deployment)
     if as_json:
         emit_json(payload)
     else:
@@ -99,7 +98,7 @@ def fit(
     from jobcast.cli.views import models_payload, models_table
     from models.e2e import fit_store
 
-    st = _store(store)
+    st = open_store(store)
     try:
         models = fit_store(st, form=form)
     except ValueError as exc:
@@ -146,7 +145,7 @@ def predict(
 
     if phase not in ("train", "test"):
         fail(f"--phase must be train or test, got {phase!r}")
-    fc = Forecaster(_store(store))
+    fc = Forecaster(open_store(store))
     if jobs is not None:
         try:
             requests = read_jobs_csv(jobs)
@@ -208,7 +207,7 @@ def compare(
     try:
         table = load_prices(prices)
         result = run_compare(
-            Forecaster(_store(store)),
+            Forecaster(open_store(store)),
             table,
             network,
             batch_size,
@@ -236,7 +235,7 @@ def report(
     """Write a self-contained HTML report of the store and every fitted model."""
     from jobcast.cli.report import write_report
 
-    path = write_report(_store(store), out)
+    path = write_report(open_store(store), out)
     console.print(f"wrote {path}")
 
 

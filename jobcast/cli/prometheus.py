@@ -22,8 +22,8 @@ from jobcast.cli.options import (
     TIMEOUT,
     metric_names,
     open_prometheus,
+    open_store,
 )
-from jobcast.cli.options import open_store as _store
 
 
 def register(app: typer.Typer) -> None:
@@ -96,7 +96,7 @@ def ingest_prometheus(
     names = metric_names(prefix, job_label, network_label, deployment_label)
     client = open_prometheus(url, timeout=timeout, retries=retries, bearer_token=bearer_token,
                              basic_auth=basic_auth, ca_file=ca_file, insecure=insecure)
-    st = _store(store)
+    st = open_store(store)
     try:
         report = ingest_prometheus(st, client, start, end, matchers=matchers, names=names,
                                    chunk=chunk_s, stale_after=stale_s)
@@ -169,7 +169,7 @@ def eta(
     finally:
         client.close()
     try:
-        result = estimate_eta(trace, Forecaster(_store(store)), iterations=iterations,
+        result = estimate_eta(trace, Forecaster(open_store(store)), iterations=iterations,
                               test_iterations=test_iterations)
     except EtaError as exc:
         fail(str(exc))
