@@ -18,6 +18,9 @@ MSE loss against a random target and only the weights: ``backward="mse"`` with
 ``grad_input=False`` (``--backward mse --no-grad-input``) reproduces that. The MSE loss adds
 several passes over the output, which dominates cheap layers (batch norm, activations, adds).
 Layers without weights always differentiate the input.
+
+The Keras layer timed for a row is built by its kind (``LayerKind.build`` in
+:mod:`layerwise.kinds`); this module names no layer kind.
 """
 
 from __future__ import annotations
@@ -59,56 +62,7 @@ EXTRA_COLUMNS = (
 CSV_COLUMNS: tuple[str, ...] = ("gpu", *all_columns(), *TIME_COLUMNS, *EXTRA_COLUMNS)
 
 
-# --------------------------------------------------------------------------- builders
-
-
-def _activation(row: dict) -> str | None:
-    act = str(row.get("activation", "none"))
-    return None if act == "none" else act
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
-
-
-def _build_conv(keras: Any, row: dict) -> Any:
-    return keras.layers.Conv2D(
-        int(row["channels_out"]), int(row["kernelsize"]), strides=int(row["strides"]),
-        padding=str(row["padding"]), use_bias=_bool(row["use_bias"]),
-        activation=_activation(row),
-    )
-
-
-def _build_dwconv(keras: Any, row: dict) -> Any:
-    return keras.layers.DepthwiseConv2D(
-        int(row["kernelsize"]), strides=int(row["strides"]), padding=str(row["padding"]),
-        use_bias=_bool(row["use_bias"]), activation=_activation(row),
-    )
-
-
-def _build_dense(keras: Any, row: dict) -> Any:
-    return keras.layers.Dense(
-        int(row["dim_output"]), activation=_activation(row),
-        use_bias=_bool(row.get("use_bias", True)),
-    )
-
-
-def _build_pool(keras: Any, row: dict) -> Any:
-    cls = keras.layers.MaxPooling2D if row["pool_type"] == "max" else keras.layers.AveragePooling2D
-    return cls(int(row["kernelsize"]), strides=int(row["strides"]), padding=str(row["padding"]))
-
-
-BUILDERS: dict[str, Callable[[Any, dict], Any]] = {
-    "conv": _build_conv,
-    "dwconv": _build_dwconv,
-    "dense": _build_dense,
-    "pool": _build_pool,
-    "bn": lambda keras, row: keras.layers.BatchNormalization(),
-    "act": lambda keras, row: keras.layers.Activation(str(row["activation"])),
-    "add": lambda keras, row: keras.layers.Add(),
-}
+# --------------------------------------------------------------------------- optimizers
 
 OPTIMIZERS: dict[str, Callable[[Any], Any]] = {
     "sgd": lambda keras: keras.optimizers.SGD(learning_rate=0.01),
@@ -118,11 +72,6 @@ OPTIMIZERS: dict[str, Callable[[Any], Any]] = {
     "adam": lambda keras: keras.optimizers.Adam(),
     "rmsprop": lambda keras: keras.optimizers.RMSprop(),
 }
-
-missing = set(LAYER_TYPES) - set(BUILDERS)
-if missing:  # a layer type was registered in layers.py without a builder here
-    raise ImportError(f"layerwise.bench: no builder for layer types {sorted(missing)}")
-
 
 # --------------------------------------------------------------------------- timing
 
@@ -148,7 +97,7 @@ def _make_step(tf: Any, keras: Any, row: dict, grad_input: bool,
                backward: str = "upstream") -> tuple[Callable, tuple]:
     """Build the layer and return (tf.function step, its arguments)."""
     spec = get_layer(str(row["layer"]))
-    layer = BUILDERS[spec.name](keras, row)
+    layer = spec.build(keras, row)
     in_shape = spec.input_shape(row)
     seed = int(row.get("index", 0) or 0)
     inputs = [

@@ -1,9 +1,10 @@
 """Numeric features of benchmark rows: hyper-parameters, one-hot categories, derived costs
 (FLOPs, bytes, output size, arithmetic intensity), hardware features and a roofline time.
 
-Derived costs come from ``layerwise.layers.LAYER_TYPES`` so every layer type the bench knows
-gets them. Hardware features come from a row's ``hw_*`` columns when present, else from the
-GPU catalog by the ``gpu`` column.
+Derived costs, boolean and categorical columns and kind-specific features (e.g. window
+features, GEMM sizes of convolutions) come from the layer kind (``layerwise.kinds``), so every
+layer type the bench knows gets them. Hardware features come from a row's ``hw_*`` columns
+when present, else from the GPU catalog by the ``gpu`` column.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fleet.catalog import HW_KEYS, UnknownGpuError, resolve_gpu
-from layerwise.layers import ACTIVATIONS, LAYER_TYPES, OPTIMIZERS, PADDINGS, POOL_TYPES
+from layerwise.layers import LAYER_TYPES, OPTIMIZERS
 
 NUMERIC_HW = tuple(k for k in HW_KEYS if k != "hw_kind")
 # Features that carry the device's identity; hardware-agnostic models drop them.
@@ -26,12 +27,6 @@ HARDWARE_FEATURES = (
 # Optimizer state tensors per weight (read and written by the update step).
 OPTIMIZER_SLOTS = {
     "none": 0, "sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 2, "adadelta": 2, "adam": 2,
-}
-_CATEGORIES = {
-    "activation": ACTIVATIONS,
-    "optimizer": OPTIMIZERS,
-    "padding": PADDINGS,
-    "pool_type": POOL_TYPES,
 }
 # A training step runs the forward pass, the input and weight gradients (about 3x the work).
 TRAIN_WORK_FACTOR = 3.0
@@ -80,7 +75,7 @@ def cost_frame(rows: pd.DataFrame, layer: str) -> pd.DataFrame:
     if layer not in LAYER_TYPES:
         raise FeatureError(f"unknown layer type {layer!r}; known: {', '.join(LAYER_TYPES)}")
     spec = LAYER_TYPES[layer]
-    missing = [c for c in spec.columns if c not in rows.columns and c != "use_bias"]
+    missing = [c for c in spec.columns if c not in rows.columns and c not in spec.flags]
     if missing:
         raise FeatureError(f"{layer} rows lack column(s): {', '.join(missing)}")
     records = rows.to_dict("records")
@@ -100,14 +95,14 @@ def feature_frame(rows: pd.DataFrame, layer: str) -> pd.DataFrame:
         raise FeatureError(f"unknown layer type {layer!r}; known: {', '.join(LAYER_TYPES)}")
     feats: dict[str, pd.Series | np.ndarray] = {}
     for col in spec.columns:
-        if col == "use_bias":
+        if col in spec.flags:
             feats[col] = (
                 _bool_series(rows[col]) if col in rows.columns
                 else pd.Series(1.0, index=rows.index)
             )
-        elif col in _CATEGORIES:
+        elif col in spec.categories:
             values = rows[col].astype(str).str.strip().str.lower()
-            for option in _CATEGORIES[col]:
+            for option in spec.categories[col]:
                 feats[f"{col}_{option}"] = (values == option).astype(float)
         else:
             feats[col] = pd.to_numeric(rows[col], errors="coerce").astype(float)
@@ -126,14 +121,7 @@ def feature_frame(rows: pd.DataFrame, layer: str) -> pd.DataFrame:
     training = (optimizer != "none").astype(float)
     feats["training"] = training
 
-    if {"kernelsize", "strides", "padding"} <= set(spec.columns):
-        feats.update(window_features(rows))
-    if layer == "conv":
-        side = feats["out_side"]
-        feats["log_gemm_m"] = np.log(np.maximum(feats["batchsize"] * side * side, 1.0))
-        feats["log_gemm_k"] = np.log(np.maximum(
-            feats["kernelsize"] ** 2 * feats["channels_in"], 1.0))
-        feats["log_gemm_n"] = np.log(np.maximum(feats["channels_out"], 1.0))
+    feats.update(spec.engineered_features(rows, feats))
 
     cost = cost_frame(rows, layer)
     hw = hardware_frame(rows)
@@ -168,29 +156,6 @@ def feature_frame(rows: pd.DataFrame, layer: str) -> pd.DataFrame:
         cols = [c for c in frame.columns if not math.isfinite(frame.at[first, c])]
         raise FeatureError(f"row {first}: non-numeric or missing value in {', '.join(cols)}")
     return frame
-
-
-def window_features(rows: pd.DataFrame) -> dict[str, pd.Series]:
-    """Output side, total and odd (asymmetric) SAME padding, and input rows left unused by VALID.
-
-    TensorFlow pads an odd SAME total explicitly before cuDNN (an extra copy of the input),
-    which makes those configurations markedly slower: the ``pad_asym`` flag carries this.
-    """
-    n = pd.to_numeric(rows["matsize"], errors="coerce").astype(float)
-    k = pd.to_numeric(rows["kernelsize"], errors="coerce").astype(float)
-    s = pd.to_numeric(rows["strides"], errors="coerce").astype(float)
-    same = rows["padding"].astype(str).str.strip().str.lower() == "same"
-    side = np.where(same, np.ceil(n / s), np.floor((n - k) / s) + 1)
-    side = np.maximum(side, 0.0)
-    pad = np.where(same, np.maximum((side - 1) * s + k - n, 0.0), 0.0)
-    unused = np.where(same, 0.0, np.maximum(n - ((side - 1) * s + k), 0.0))
-    index = rows.index
-    return {
-        "out_side": pd.Series(side, index=index),
-        "pad_total": pd.Series(pad, index=index),
-        "pad_asym": pd.Series((pad % 2 == 1).astype(float), index=index),
-        "unused": pd.Series(unused, index=index),
-    }
 
 
 SIGNATURE_FEATURES = ("log_peak_tflops", "log_bandwidth_gbs", "clock_ghz", "cores", "log_memory_gb")

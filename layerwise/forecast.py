@@ -19,8 +19,9 @@ How layer times are combined (see ``docs/layerwise-cpu.md`` for the calibration)
   once to the step. ``"per-layer"`` keeps the raw sum.
 * **Input gradients.** A layer inside a network also computes the gradient of its input. The
   published GPU data did not time it; with ``input_grad="auto"`` a GPU forecast adds the
-  layer's predicted forward time for conv/dense/depthwise layers past the first (the data
-  gradient costs about as much as the forward pass). CPU rows from ``jobcast bench`` time it.
+  layer's predicted forward time for layers of kinds with weights (``input_gradient``: conv,
+  dense, depthwise) past the first (the data gradient costs about as much as the forward
+  pass). CPU rows from ``jobcast bench`` time it.
 * **Intervals.** Errors of the layers of one network are strongly correlated (same device,
   same model bias), so intervals add linearly: ``low`` = sum of lows, ``high`` = sum of highs.
 * **Unknown layers.** Element-wise layers (ZeroPadding2D, Concatenate, Multiply, training
@@ -37,14 +38,15 @@ from typing import Any
 
 import pandas as pd
 
-from layerwise.layers import LAYER_TYPES, all_columns
+from layerwise.kinds.mapping import plane_params
+from layerwise.layers import all_columns, get_layer
 from layerwise.network import Network, NetworkSpecError, decompose
 
 ROUGH_COMPUTE_EFFICIENCY = 0.3
 ROUGH_MEMORY_EFFICIENCY = 0.5
 TRAIN_FACTOR = 3.0
 ROUGH_INTERVAL = (0.3, 3.0)
-INPUT_GRAD_LAYERS = ("conv", "dense", "dwconv")
+PROXY_KIND = "act"  # element-wise unknown layers are priced as a ReLU of this kind
 
 
 def device_features(device: str) -> dict[str, Any]:
@@ -67,27 +69,13 @@ def device_features(device: str) -> dict[str, Any]:
     return {"gpu": text, **spec.hardware_features(), "hw_model": spec.name}
 
 
-def _minimal_row(layer: str, optimizer: str) -> dict:
-    """The smallest configuration of a layer type (its per-call floor)."""
-    row: dict[str, Any] = {"layer": layer, "optimizer": optimizer, "precision": 32}
-    for col in LAYER_TYPES[layer].columns:
-        row[col] = {"padding": "same", "use_bias": False, "pool_type": "max",
-                    "activation": "relu" if layer == "act" else "none"}.get(col, 1)
-    return row
-
-
 def _proxy_act_row(row: dict) -> dict | None:
     """An element-wise unknown layer priced as a ReLU over its output, if the shape allows."""
-    dims = [int(d) for d in str(row["output_shape"]).split("x") if d]
-    if len(dims) == 3 and dims[0] == dims[1]:
-        side, channels = dims[0], dims[2]
-    elif len(dims) == 1:
-        side, channels = 1, dims[0]
-    else:
+    plane = plane_params(tuple(int(d) for d in str(row["output_shape"]).split("x") if d))
+    if plane is None:
         return None
-    return {"layer": "act", "batchsize": row["batchsize"], "matsize": side,
-            "channels_in": channels, "activation": "relu", "optimizer": row["optimizer"],
-            "precision": 32}
+    return {"layer": PROXY_KIND, "batchsize": row["batchsize"], **plane,
+            "activation": "relu", "optimizer": row["optimizer"], "precision": 32}
 
 
 def _roofline_ms(row: dict, hw: dict, training: bool) -> float:
@@ -210,7 +198,7 @@ def _price_layers(net: Network, predictor: Any, known: set[str], hw: dict, train
 
     def floor_of(layer: str, optimizer: str) -> int:
         if (layer, optimizer) not in floors:
-            floors[(layer, optimizer)] = ask(_minimal_row(layer, optimizer))
+            floors[(layer, optimizer)] = ask(get_layer(layer).minimal_row(optimizer))
         return floors[(layer, optimizer)]
 
     for i, row in enumerate(net.rows):
@@ -218,17 +206,17 @@ def _price_layers(net: Network, predictor: Any, known: set[str], hw: dict, train
         if kind == "view":
             plan.append((i, "none", None, None))
         elif kind in known:
-            q = ask({c: row[c] for c in ("layer", *LAYER_TYPES[kind].columns, "optimizer",
-                                         "precision")})
+            spec = get_layer(kind)
+            q = ask({c: row[c] for c in ("layer", *spec.columns, "optimizer", "precision")})
             fwd = None
-            if add_forward and kind in INPUT_GRAD_LAYERS and row.get("grad_input", True):
+            if add_forward and spec.input_gradient and row.get("grad_input", True):
                 fwd = ask({**queries[q], "optimizer": "none"})
                 floor_of(kind, "none")
             floor_of(kind, row["optimizer"])
             plan.append((i, "predictor", q, fwd))
-        elif kind == "unknown" and "act" in known and _proxy_act_row(row) is not None:
+        elif kind == "unknown" and PROXY_KIND in known and _proxy_act_row(row) is not None:
             plan.append((i, "proxy-act", ask(_proxy_act_row(row)), None))
-            floor_of("act", row["optimizer"])
+            floor_of(PROXY_KIND, row["optimizer"])
         else:
             plan.append((i, "roofline", None, None))
             if kind != "unknown":
@@ -258,7 +246,7 @@ def _price_layers(net: Network, predictor: Any, known: set[str], hw: dict, train
             ms = _roofline_ms(row, hw, training)
             lo, hi = ms * ROUGH_INTERVAL[0], ms * ROUGH_INTERVAL[1]
         else:
-            kind = "act" if method == "proxy-act" else row["layer"]
+            kind = PROXY_KIND if method == "proxy-act" else row["layer"]
             ms, lo, hi = net_ms(q, (kind, row["optimizer"]))
             if fwd is not None:
                 extra = net_ms(fwd, (kind, "none"))

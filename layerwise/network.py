@@ -6,22 +6,22 @@ file, see ``docs/network-spec.md``). JSON specs are decomposed without TensorFlo
 
 Every layer of the network becomes one row (``SeparableConv2D`` two: depthwise + 1x1 conv):
 
-* ``layer`` in :data:`layerwise.layers.LAYER_TYPES` (conv, dense, dwconv, pool, bn, act, add):
-  the predictor knows it;
+* ``layer`` a registered kind (:mod:`layerwise.kinds`: conv, dense, dwconv, pool, bn, act, add):
+  the kind whose ``keras_classes`` holds the Keras class maps it (``from_keras``);
 * ``layer="view"``: no computation (Flatten, Reshape, Dropout when not training, Input);
 * ``layer="unknown"``: anything else (ZeroPadding2D, Concatenate, Multiply, Dropout when
   training, non-square or grouped convolutions, …): kept with a warning and the FLOPs/bytes
   needed for a rough estimate; never dropped.
 
-FLOPs follow :mod:`layerwise.layers` (forward, one batch, multiply-add = 2); ``macs`` counts the
-multiply-adds of conv/dense/depthwise layers.
+FLOPs follow :mod:`layerwise.kinds.base` (forward, one batch, multiply-add = 2); ``macs`` counts
+the multiply-adds of conv/dense/depthwise layers. JSON spec types belong to kinds too
+(``spec_types``), except ``flatten`` and ``dropout``.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -30,23 +30,17 @@ from typing import Any
 
 import numpy as np
 
-from layerwise.layers import LAYER_TYPES, OPTIMIZERS, PADDINGS, POOL_TYPES, out_side
+from layerwise.kinds import KINDS, kind_for_keras, kind_for_spec, spec_types
+from layerwise.kinds.base import NetLayer, RowContext
+from layerwise.kinds.mapping import ACTIVATION_COST, NetworkSpecError
+from layerwise.layers import OPTIMIZERS
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-# Keras activation -> the activation whose cost it is given (the predictor knows four).
-ACTIVATION_COST = {
-    "linear": "none", "none": "none", "relu": "relu", "relu6": "relu", "leaky_relu": "relu",
-    "tanh": "tanh", "gelu": "tanh", "elu": "tanh", "selu": "tanh", "sigmoid": "sigmoid",
-    "hard_sigmoid": "sigmoid", "softmax": "sigmoid", "swish": "sigmoid", "silu": "sigmoid",
-    "softplus": "sigmoid", "hard_swish": "sigmoid", "hard_silu": "sigmoid",
-}
-
 APPLICATION_DEFAULT_SIZE = 224
-
-
-class NetworkSpecError(ValueError):
-    """A network spec, file or name that cannot be decomposed (message says where and why)."""
+VIEW_CLASSES = ("Flatten", "Reshape", "Permute")  # no computation
+DROPOUT_CLASSES = ("Dropout", "SpatialDropout2D")  # no computation when not training
+VIEW_SPEC_TYPES = ("flatten", "dropout")  # JSON spec types that are not layer kinds
 
 
 @dataclass
@@ -86,216 +80,39 @@ class Network:
         return int(sum(row["params"] for row in self.rows))
 
 
-# --------------------------------------------------------------------------- row helpers
+def known_spec_types() -> tuple[str, ...]:
+    """JSON spec types: those of the registered kinds, then ``VIEW_SPEC_TYPES``."""
+    return (*spec_types(), *VIEW_SPEC_TYPES)
 
 
-def _cost_activation(name: str, note: list[str]) -> str:
-    name = (name or "linear").lower()
-    cost = ACTIVATION_COST.get(name)
-    if cost is None:
-        note.append(f"activation {name!r} unknown, not costed")
-        return "none"
-    if cost != name and name not in ("linear", "none"):
-        note.append(f"activation {name} costed as {cost}")
-    return cost
+def __getattr__(name: str) -> Any:
+    if name == "SPEC_TYPES":  # the former constant, now derived from the registry
+        return known_spec_types()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _known_row(layer: str, name: str, cls: str, params: dict, *, batch: int, optimizer: str,
-               in_shape: tuple, out_shape: tuple, note: list[str]) -> dict:
-    row = {"layer": layer, **params, "batchsize": batch, "optimizer": optimizer, "precision": 32}
-    spec = LAYER_TYPES[layer]
-    problems = spec.check(row)
-    if problems:
-        raise NetworkSpecError(f"layer {name!r}: " + "; ".join(problems))
-    expected = spec.output_shape(row)[1:]
-    if tuple(expected) != tuple(out_shape) and layer != "dense":
-        note.append(f"output {tuple(out_shape)} approximated by {tuple(expected)}")
-    return {
-        "name": name, "keras_class": cls, **row,
-        "input_shape": _shape_text(in_shape), "output_shape": _shape_text(out_shape),
-        "params": spec.weights(row), "macs": spec.macs(row), "flops": spec.flops(row),
-        "bytes_in": spec.bytes_in(row), "bytes_out": spec.bytes_out(row),
-        "note": "; ".join(note),
-    }
+# --------------------------------------------------------------------------- layer -> rows
 
 
-def _other_row(layer: str, name: str, cls: str, *, batch: int, optimizer: str,
-               in_shapes: list[tuple], out_shape: tuple, params: int, macs: float,
-               flops: float, note: str) -> dict:
-    elems_in = sum(float(np.prod(s, dtype=float)) for s in in_shapes) * batch
-    elems_out = float(np.prod(out_shape, dtype=float)) * batch
-    return {
-        "name": name, "keras_class": cls, "layer": layer, "batchsize": batch,
-        "optimizer": optimizer, "precision": 32,
-        "input_shape": ";".join(_shape_text(s) for s in in_shapes),
-        "output_shape": _shape_text(out_shape), "params": int(params), "macs": float(macs),
-        "flops": float(flops), "bytes_in": 4.0 * elems_in, "bytes_out": 4.0 * elems_out,
-        "note": note,
-    }
+def _rows_for(layer: NetLayer, batch: int, optimizer: str, training: bool) -> list[dict]:
+    """Map one layer occurrence to rows: its kind's rows, a view, or an ``unknown`` estimate.
 
-
-def _shape_text(shape: tuple) -> str:
-    return "x".join(str(int(d)) for d in shape)
-
-
-def _square(shape: tuple) -> bool:
-    return len(shape) == 3 and shape[0] == shape[1]
-
-
-# --------------------------------------------------------------------------- generic layer
-
-
-@dataclass
-class _Layer:
-    """Framework-neutral description of one layer occurrence."""
-
-    name: str
-    cls: str  # Keras class name
-    in_shapes: list[tuple]  # without batch
-    out_shape: tuple  # without batch
-    config: dict
-    params: int = 0
-    first: bool = False
-
-
-def _rows_for(layer: _Layer, batch: int, optimizer: str, training: bool) -> list[dict]:
-    """Map one layer occurrence to rows; unknown ones get a FLOPs estimate and a note."""
-    cfg, cls = layer.config, layer.cls
-    ins, out = layer.in_shapes, layer.out_shape
-    x = ins[0] if ins else out
-    note: list[str] = []
-    common = {"batch": batch, "optimizer": optimizer, "note": note}
-
-    def unknown(reason: str, macs: float = 0.0, flops: float | None = None) -> list[dict]:
-        if flops is None:
-            per_out = 2.0 * layer.params / max(1, out[-1]) if layer.params and out else 1.0
-            flops = float(np.prod(out, dtype=float)) * batch * per_out
-        return [_other_row("unknown", layer.name, cls, batch=batch, optimizer=optimizer,
-                           in_shapes=ins, out_shape=out, params=layer.params, macs=macs,
-                           flops=flops, note=reason)]
-
-    def known(kind: str, params: dict, in_shape: tuple = x, out_shape: tuple = out) -> dict:
-        row = _known_row(kind, layer.name, cls, params, in_shape=in_shape, out_shape=out_shape,
-                         **common)
-        row["grad_input"] = not layer.first
-        return row
-
-    if cls in ("InputLayer",):
+    Rules: InputLayer gives no row; views (and dropout when not training) cost nothing; a
+    class no kind maps, or one its kind declines, gets a rough estimate from its size and a note.
+    """
+    if layer.cls == "InputLayer":
         return []
-    if cls in ("Flatten", "Reshape", "Permute") or (cls in ("Dropout", "SpatialDropout2D")
-                                                     and not training):
-        return [_other_row("view", layer.name, cls, batch=batch, optimizer=optimizer,
-                           in_shapes=ins, out_shape=out, params=0, macs=0.0, flops=0.0,
-                           note="no computation")]
-
-    if cls in ("Conv2D", "DepthwiseConv2D", "SeparableConv2D"):
-        k = tuple(cfg.get("kernel_size", (1, 1)))
-        s = tuple(cfg.get("strides", (1, 1)))
-        dil = tuple(cfg.get("dilation_rate", (1, 1)))
-        groups = int(cfg.get("groups", 1))
-        mult = int(cfg.get("depth_multiplier", 1))
-        act = _cost_activation(str(cfg.get("activation", "linear")), note)
-        pad = str(cfg.get("padding", "valid"))
-        cin, out_elems = x[-1], float(np.prod(out, dtype=float)) * batch
-        reasons = []
-        if len(k) != 2 or k[0] != k[1]:
-            reasons.append(f"non-square kernel {k}")
-        if s[0] != s[1]:
-            reasons.append(f"non-square strides {s}")
-        if dil != (1, 1):
-            reasons.append(f"dilation {dil}")
-        if groups != 1:
-            reasons.append(f"groups={groups}")
-        if mult != 1:
-            reasons.append(f"depth_multiplier={mult}")
-        if not _square(x):
-            reasons.append(f"non-square input {x}")
-        if pad not in PADDINGS:
-            reasons.append(f"padding {pad}")
-        if cls == "Conv2D":
-            macs = out_elems * math.prod(k) * cin / groups
-        elif cls == "DepthwiseConv2D":
-            macs = out_elems * math.prod(k)
-        else:
-            mid = out_elems / out[-1] * cin * mult
-            macs = mid * math.prod(k) + out_elems * cin * mult
-        if reasons:
-            return unknown(f"{cls} with {', '.join(reasons)}: rough FLOPs estimate", macs,
-                           2.0 * macs)
-        bias = bool(cfg.get("use_bias", True))
-        window = {"matsize": x[0], "kernelsize": k[0], "strides": s[0], "padding": pad}
-        if cls == "Conv2D":
-            return [known("conv", {**window, "channels_in": cin, "channels_out": out[-1],
-                                   "use_bias": bias, "activation": act})]
-        if cls == "DepthwiseConv2D":
-            return [known("dwconv", {**window, "channels_in": cin, "use_bias": bias,
-                                     "activation": act})]
-        mid_shape = (out[0], out[1], cin)
-        dw = known("dwconv", {**window, "channels_in": cin, "use_bias": False,
-                              "activation": "none"}, out_shape=mid_shape)
-        pw = known("conv", {"matsize": out[0], "kernelsize": 1, "strides": 1,
-                            "padding": "valid", "channels_in": cin, "channels_out": out[-1],
-                            "use_bias": bias, "activation": act}, in_shape=mid_shape)
-        dw["name"], pw["name"] = f"{layer.name}/depthwise", f"{layer.name}/pointwise"
-        return [dw, pw]
-
-    if cls == "Dense":
-        act = _cost_activation(str(cfg.get("activation", "linear")), note)
-        if len(x) != 1:
-            macs = float(np.prod(out, dtype=float)) * batch * x[-1]
-            return unknown(f"Dense on a rank-{len(x) + 1} input: rough FLOPs estimate", macs,
-                           2.0 * macs)
-        return [known("dense", {"dim_input": x[0], "dim_output": out[0], "activation": act,
-                                "use_bias": bool(cfg.get("use_bias", True))})]
-
-    if cls in ("MaxPooling2D", "AveragePooling2D"):
-        pool = tuple(cfg.get("pool_size", (2, 2)))
-        s = tuple(cfg.get("strides") or pool)
-        pad = str(cfg.get("padding", "valid"))
-        if pool[0] != pool[1] or s[0] != s[1] or not _square(x):
-            return unknown(f"{cls} with non-square window/strides/input: rough FLOPs estimate",
-                           flops=float(np.prod(out, dtype=float)) * batch * math.prod(pool))
-        return [known("pool", {"matsize": x[0], "kernelsize": pool[0], "strides": s[0],
-                               "padding": pad, "channels_in": x[-1],
-                               "pool_type": "max" if cls.startswith("Max") else "avg"})]
-
-    if cls in ("GlobalAveragePooling2D", "GlobalMaxPooling2D") and _square(x):
-        row = known("pool", {"matsize": x[0], "kernelsize": x[0], "strides": x[0],
-                             "padding": "valid", "channels_in": x[-1],
-                             "pool_type": "max" if "Max" in cls else "avg"})
-        row["note"] = "global pooling costed as a pool with a window of the whole input"
-        return [row]
-
-    if cls == "BatchNormalization":
-        if len(x) == 3 and _square(x):
-            return [known("bn", {"matsize": x[0], "channels_in": x[-1]})]
-        if len(x) == 1:
-            return [known("bn", {"matsize": 1, "channels_in": x[0]})]
-
-    if cls in ("Activation", "ReLU", "Softmax", "LeakyReLU", "ELU"):
-        name = {"ReLU": "relu6" if cfg.get("max_value") else "relu", "Softmax": "softmax",
-                "LeakyReLU": "leaky_relu", "ELU": "elu"}.get(cls, str(cfg.get("activation")))
-        act = _cost_activation(name, note)
-        if act != "none":
-            if len(x) == 3 and _square(x):
-                return [known("act", {"matsize": x[0], "channels_in": x[-1], "activation": act})]
-            if len(x) == 1:
-                return [known("act", {"matsize": 1, "channels_in": x[0], "activation": act})]
-        if name in ("linear", "none"):
-            return [_other_row("view", layer.name, cls, batch=batch, optimizer=optimizer,
-                               in_shapes=ins, out_shape=out, params=0, macs=0.0, flops=0.0,
-                               note="linear activation: no computation")]
-
-    if cls in ("Add", "Subtract") and len(ins) == 2 and all(s == out for s in ins):
-        if len(out) == 3 and _square(out):
-            return [known("add", {"matsize": out[0], "channels_in": out[-1]}, in_shape=out)]
-        if len(out) == 1:
-            return [known("add", {"matsize": 1, "channels_in": out[0]}, in_shape=out)]
-
-    elems = float(np.prod(out, dtype=float)) * batch
-    flops = None if layer.params else elems * max(1, len(ins) - 1)
-    return unknown(f"{cls} is not a benchmarked layer type: rough estimate from its size",
-                   flops=flops)
+    ctx = RowContext(layer, batch, optimizer, training, KINDS)
+    if layer.cls in VIEW_CLASSES or (layer.cls in DROPOUT_CLASSES and not training):
+        return ctx.view("no computation")
+    kind = kind_for_keras(layer.cls)
+    rows = kind.from_keras(ctx) if kind is not None else None
+    if rows is not None:
+        return rows
+    elems = float(np.prod(layer.out_shape, dtype=float)) * batch
+    flops = None if layer.params else elems * max(1, len(layer.in_shapes) - 1)
+    return ctx.unknown(f"{layer.cls} is not a benchmarked layer type: rough estimate from its "
+                       "size", flops=flops)
 
 
 # --------------------------------------------------------------------------- Keras models
@@ -305,12 +122,12 @@ def _keras_shape(tensor: Any) -> tuple:
     return tuple(tensor.shape[1:])
 
 
-def _keras_layers(model: Any) -> list[_Layer]:
+def _keras_layers(model: Any) -> list[NetLayer]:
     """Flatten a (possibly nested) Keras model into layer occurrences in topological order."""
     import keras
 
     inputs = {id(t) for t in getattr(model, "inputs", None) or []}
-    found: list[_Layer] = []
+    found: list[NetLayer] = []
     for layer in model.layers:
         if isinstance(layer, keras.Model):
             found.extend(_keras_layers(layer))
@@ -326,7 +143,7 @@ def _keras_layers(model: Any) -> list[_Layer]:
                     f"layer {layer.name!r} has an undefined size {shape}: build the model with a "
                     "fixed input shape (e.g. input_shape=(224, 224, 3))"
                 )
-        found.append(_Layer(
+        found.append(NetLayer(
             name=layer.name, cls=layer.__class__.__name__, in_shapes=in_shapes,
             out_shape=out_shape, config=_keras_config(layer), params=int(layer.count_params()),
             first=bool(ins) and all(id(t) in inputs for t in ins),
@@ -339,9 +156,8 @@ def _keras_config(layer: Any) -> dict:
     act = getattr(layer, "activation", None)
     if callable(act):
         cfg["activation"] = getattr(act, "__name__", str(act))
-    if layer.__class__.__name__ == "ReLU":
-        cfg["max_value"] = getattr(layer, "max_value", None)
-    return cfg
+    kind = kind_for_keras(layer.__class__.__name__)
+    return cfg if kind is None else kind.read_keras_config(layer, cfg)
 
 
 def keras_application_names() -> dict[str, str]:
@@ -398,8 +214,6 @@ def load_model(source: Any, image_size: int | None = None) -> Any:
 
 # --------------------------------------------------------------------------- JSON specs
 
-SPEC_TYPES = ("conv", "dwconv", "dense", "pool", "global_pool", "bn", "act", "add", "flatten",
-              "dropout")
 
 
 def load_spec(source: str | Path | dict) -> dict:
@@ -424,7 +238,7 @@ def load_spec(source: str | Path | dict) -> dict:
     return spec
 
 
-def _spec_layers(spec: dict, image_size: int | None) -> list[_Layer]:
+def _spec_layers(spec: dict, image_size: int | None) -> list[NetLayer]:
     where = spec.get("_source", "<spec>")
     try:
         shape = tuple(int(v) for v in spec["input_shape"])
@@ -436,12 +250,13 @@ def _spec_layers(spec: dict, image_size: int | None) -> list[_Layer]:
     entries = spec.get("layers")
     if not isinstance(entries, list) or not entries:
         raise NetworkSpecError(f"{where}: 'layers' must be a non-empty list")
-    found: list[_Layer] = []
+    found: list[NetLayer] = []
     for i, entry in enumerate(entries):
         at = f"{where}: layers[{i}]"
-        if not isinstance(entry, dict) or entry.get("type") not in SPEC_TYPES:
+        known = known_spec_types()
+        if not isinstance(entry, dict) or entry.get("type") not in known:
             got = entry.get("type") if isinstance(entry, dict) else entry
-            raise NetworkSpecError(f"{at}: type {got!r} unknown; known: {', '.join(SPEC_TYPES)}")
+            raise NetworkSpecError(f"{at}: type {got!r} unknown; known: {', '.join(known)}")
         for r in range(int(entry.get("repeat", 1))):
             name = entry.get("name", f"{entry['type']}_{i}") + (f"_{r}" if r else "")
             layer = _spec_layer(entry, name, shape, at)
@@ -451,68 +266,16 @@ def _spec_layers(spec: dict, image_size: int | None) -> list[_Layer]:
     return found
 
 
-def _spec_layer(e: dict, name: str, x: tuple, at: str) -> _Layer:
+def _spec_layer(e: dict, name: str, x: tuple, at: str) -> NetLayer:
+    """The layer occurrence of one JSON entry: its kind's ``spec_layer``, or a view."""
     kind = e["type"]
-
-    def need_image() -> None:
-        if len(x) != 3:
-            raise NetworkSpecError(f"{at}: {kind} needs an image input, got shape {x}")
-
     try:
-        if kind in ("conv", "dwconv", "pool"):
-            need_image()
-            k = int(e.get("kernel", e.get("size", 2 if kind == "pool" else 3)))
-            s = int(e.get("strides", k if kind == "pool" else 1))
-            pad = str(e.get("padding", "valid" if kind == "pool" else "same"))
-            if pad not in PADDINGS:
-                raise NetworkSpecError(f"{at}: padding {pad!r} not in {PADDINGS}")
-            side = out_side(x[0], k, s, pad)
-            if side <= 0:
-                raise NetworkSpecError(f"{at}: kernel {k} stride {s} {pad} on side {x[0]} "
-                                       "gives no output")
-            cfg = {"kernel_size": (k, k), "strides": (s, s), "padding": pad,
-                   "activation": e.get("activation", "linear"),
-                   "use_bias": bool(e.get("use_bias", True))}
-            if kind == "conv":
-                f = int(e["filters"])
-                return _Layer(name, "Conv2D", [x], (side, side, f), cfg,
-                              k * k * x[2] * f + (f if cfg["use_bias"] else 0))
-            if kind == "dwconv":
-                return _Layer(name, "DepthwiseConv2D", [x], (side, side, x[2]), cfg,
-                              k * k * x[2] + (x[2] if cfg["use_bias"] else 0))
-            ptype = str(e.get("pool", "max"))
-            if ptype not in POOL_TYPES:
-                raise NetworkSpecError(f"{at}: pool {ptype!r} not in {POOL_TYPES}")
-            cls = "MaxPooling2D" if ptype == "max" else "AveragePooling2D"
-            return _Layer(name, cls, [x], (side, side, x[2]),
-                          {"pool_size": (k, k), "strides": (s, s), "padding": pad})
-        if kind == "global_pool":
-            need_image()
-            cls = "GlobalMaxPooling2D" if e.get("pool", "avg") == "max" else \
-                "GlobalAveragePooling2D"
-            return _Layer(name, cls, [x], (x[2],), {})
-        if kind == "dense":
-            if len(x) != 1:
-                raise NetworkSpecError(f"{at}: dense needs a flat input (add a flatten or "
-                                       f"global_pool first), got shape {x}")
-            u = int(e["units"])
-            bias = bool(e.get("use_bias", True))
-            return _Layer(name, "Dense", [x], (u,), {"activation": e.get("activation", "linear"),
-                                                     "use_bias": bias},
-                          x[0] * u + (u if bias else 0))
-        if kind == "bn":
-            return _Layer(name, "BatchNormalization", [x], x, {}, 4 * x[-1])
-        if kind == "act":
-            act = str(e.get("activation", "relu"))
-            if act not in ACTIVATION_COST:
-                raise NetworkSpecError(f"{at}: activation {act!r} unknown; known: "
-                                       f"{', '.join(ACTIVATION_COST)}")
-            return _Layer(name, "Activation", [x], x, {"activation": act})
-        if kind == "add":
-            return _Layer(name, "Add", [x, x], x, {})
+        spec = kind_for_spec(kind)
+        if spec is not None:
+            return spec.spec_layer(e, name, x, at)
         if kind == "flatten":
-            return _Layer(name, "Flatten", [x], (int(np.prod(x)),), {})
-        return _Layer(name, "Dropout", [x], x, {"rate": float(e.get("rate", 0.5))})
+            return NetLayer(name, "Flatten", [x], (int(np.prod(x)),), {})
+        return NetLayer(name, "Dropout", [x], x, {"rate": float(e.get("rate", 0.5))})
     except KeyError as exc:
         raise NetworkSpecError(f"{at}: {kind} needs {exc.args[0]!r}") from None
     except (TypeError, ValueError) as exc:
@@ -530,34 +293,14 @@ def spec_to_keras(spec: str | Path | dict, image_size: int | None = None) -> Any
     inp = keras.Input(shape=layers[0].in_shapes[0])
     x = inp
     for layer in layers:
-        cfg = layer.config
-        act = cfg.get("activation", "linear")
-        if layer.cls == "Conv2D":
-            x = keras.layers.Conv2D(layer.out_shape[-1], cfg["kernel_size"], cfg["strides"],
-                                    cfg["padding"], activation=act, use_bias=cfg["use_bias"],
-                                    name=layer.name)(x)
-        elif layer.cls == "DepthwiseConv2D":
-            x = keras.layers.DepthwiseConv2D(cfg["kernel_size"], cfg["strides"], cfg["padding"],
-                                             activation=act, use_bias=cfg["use_bias"],
-                                             name=layer.name)(x)
-        elif layer.cls in ("MaxPooling2D", "AveragePooling2D"):
-            x = getattr(keras.layers, layer.cls)(cfg["pool_size"], cfg["strides"],
-                                                 cfg["padding"], name=layer.name)(x)
-        elif layer.cls.startswith("Global"):
-            x = getattr(keras.layers, layer.cls)(name=layer.name)(x)
-        elif layer.cls == "Dense":
-            x = keras.layers.Dense(layer.out_shape[0], activation=act, use_bias=cfg["use_bias"],
-                                   name=layer.name)(x)
-        elif layer.cls == "BatchNormalization":
-            x = keras.layers.BatchNormalization(name=layer.name)(x)
-        elif layer.cls == "Activation":
-            x = keras.layers.Activation(act, name=layer.name)(x)
-        elif layer.cls == "Add":
-            x = keras.layers.Add(name=layer.name)([x, x])
+        kind = kind_for_keras(layer.cls)
+        if kind is not None:
+            built = kind.keras_layer(keras, layer)
+            x = built([x] * kind.n_inputs if kind.n_inputs > 1 else x)
         elif layer.cls == "Flatten":
             x = keras.layers.Flatten(name=layer.name)(x)
         else:
-            x = keras.layers.Dropout(cfg["rate"], name=layer.name)(x)
+            x = keras.layers.Dropout(layer.config["rate"], name=layer.name)(x)
     return keras.Model(inp, x, name=str(spec.get("name", "network")))
 
 
@@ -607,3 +350,8 @@ def decompose(source: Any, *, batch_size: int = 1, optimizer: str = "none",
             "their time is a rough FLOPs/bytes estimate"
         )
     return net
+
+
+__all__ = ["ACTIVATION_COST", "APPLICATION_DEFAULT_SIZE", "Network", "NetworkSpecError",
+           "build_application", "decompose", "keras_application_names", "known_spec_types",
+           "load_model", "load_spec", "spec_to_keras"]

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from models.dataset import progress_points
+
 
 def network_key(network: str) -> str:
     """Case- and punctuation-insensitive network name ("ResNet-50" == "resnet50")."""
@@ -141,8 +143,6 @@ class ScaleCalibrator:
 
 def observed_runs(store) -> pd.DataFrame:
     """One row per stored run with a train phase: its network, deployment, batch and totals."""
-    from models.dataset import progress_points
-
     points = progress_points(store)
     finals = points[(points["phase"] == "train") & points["final"]]
     cols = ["run_id", "source", "network", "deployment", "batch_size", "iterations", "seconds"]

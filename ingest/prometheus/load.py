@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from ingest.events import ParseError
+from ingest.pipeline import check_run
 from ingest.prometheus.client import PrometheusClient
 from ingest.prometheus.names import FORMAT, MetricNames, iso_time, job_selector
 from ingest.prometheus.reconstruct import JobTrace, segments_from_samples
@@ -74,8 +75,6 @@ class PromIngestReport:
 
 
 def _check_job(traces: list[JobTrace], names: MetricNames) -> None:
-    from ingest.pipeline import check_run
-
     for index, tr in enumerate(traces):
         run = tr.run
         if not any(s.phase == "train" for s in run.segments):

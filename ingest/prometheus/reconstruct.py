@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ingest.events import PHASES, ParsedRun, ParseError, Segment
+from ingest.parsers.jsonl import deployment_from
 from ingest.prometheus.names import COUNTERS, FORMAT, PER_PHASE, MetricNames
 
 
@@ -275,8 +276,6 @@ def segments_from_samples(series: Iterable[dict], names: MetricNames | None = No
     too). A job whose samples stop more than ``stale_after`` seconds before ``until``
     without an end is ``lost``; without ``until`` such a job counts as ``running``.
     """
-    from ingest.parsers.jsonl import deployment_from
-
     names = names or MetricNames()
     jobs, labels, dropped = _job_series(series, names)
     out: list[JobTrace] = []

@@ -52,7 +52,9 @@ from jobcast.service.forecast import ForecastFailure, Outcome
 from jobcast.service.forecaster import Forecaster
 from jobcast.service.request import FIELDS, Field, JobRequest
 from jobcast.service.routes import LAYERWISE_MODEL
+from layerwise.predictor import LayerPredictor
 from models.calibration import ScaleCalibrator
+from models.e2e import FittedModel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CODE_PACKAGES = ("jobcast", "ingest", "models", "layerwise", "fleet")
@@ -172,8 +174,6 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
         self.cache_size = cache_size
 
     def load_context(self, context) -> None:
-        from models.e2e import FittedModel
-
         artifacts = context.artifacts
         with open(artifacts[ARTIFACT_MODELS], encoding="utf-8") as handle:
             models = [FittedModel.from_record(r) for r in json.load(handle)["models"]]
@@ -184,8 +184,6 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
         predictor: Any = _NoPredictor()
         self.predictor_id = None
         if ARTIFACT_PREDICTOR in artifacts:
-            from layerwise.predictor import LayerPredictor
-
             predictor = LayerPredictor.load(artifacts[ARTIFACT_PREDICTOR])
             self.predictor_id = directory_fingerprint(artifacts[ARTIFACT_PREDICTOR])[:12]
         self.setup(models, calibration, predictor)

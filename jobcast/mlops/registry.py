@@ -23,10 +23,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from jobcast.mlops.pyfunc_model import directory_fingerprint, log_forecaster
+from jobcast.mlops.tracking import data_fingerprint, redact_url, resolve_tracking_uri, tracking
 from jobcast.service.calibration import fit_calibration
+from layerwise.predictor import LayerPredictor
 from models.calibration import (
     ScaleCalibrator,
 )
+from models.e2e import load_models
 
 DEFAULT_NAME = "jobcast-forecaster"
 DEFAULT_ALIAS = "champion"
@@ -118,10 +122,6 @@ def register_forecaster(
 ) -> Registration:
     """Log the forecaster built from ``store``'s fitted models, register it, apply the rule."""
     import mlflow
-    from jobcast.mlops.pyfunc_model import directory_fingerprint, log_forecaster
-    from jobcast.mlops.tracking import data_fingerprint, redact_url, resolve_tracking_uri, tracking
-    from models.e2e import load_models
-
     models = load_models(store)
     if not models:
         raise RegistryError(
@@ -133,8 +133,6 @@ def register_forecaster(
         raise RegistryError(f"layer predictor folder {predictor_dir} does not exist")
     predictor = None
     if predictor_dir is not None:
-        from layerwise.predictor import LayerPredictor
-
         predictor = LayerPredictor.load(predictor_dir)
     calibrator, obs, skipped = ScaleCalibrator.empty(), pd.DataFrame(), []
     if calibrate and predictor is not None:

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from layerwise.predictor import layer_types, training_rows
+from models.dataset import progress_points
 from models.evaluation import held_out_predictions
 
 FIT_EXPERIMENT = "jobcast-fit"
@@ -231,8 +233,6 @@ def log_fit_run(store, models: Sequence, tracking_uri: str | None = None, *,
     ``models``: the ``FittedModel`` list ``fit_store`` returned for ``store``.
     """
     import mlflow
-    from models.dataset import progress_points
-
     uri = resolve_tracking_uri(tracking_uri, store.url)
     points = progress_points(store)
     fingerprint = data_fingerprint(store)
@@ -343,8 +343,6 @@ def log_layerwise_training(predictor, rows: pd.DataFrame, *, out_dir: str | os.P
     predicted by the final (refitted) predictor, so they are in-sample: a visual check of fit
     and spread, not the validation error.
     """
-    from layerwise.predictor import layer_types, training_rows
-
     table = predictor.validation_table()
     chosen = table[table["chosen"]]
     metrics = {}

@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleet.catalog import UnknownGpuError, resolve_gpu
+
 BUNDLED = Path(__file__).parent / "data" / "prices.csv"
 
 
@@ -27,8 +29,6 @@ class PriceTable:
 
     def price(self, gpu: str) -> float | None:
         """Price per GPU-hour of a GPU (any spelling the catalog resolves), else None."""
-        from fleet.catalog import UnknownGpuError, resolve_gpu
-
         try:
             name = resolve_gpu(gpu).name
         except (UnknownGpuError, KeyError, ValueError):
@@ -42,8 +42,6 @@ class PriceTable:
 
 def load_prices(path: str | Path | None = None) -> PriceTable:
     """Read a price table; errors name the file and line."""
-    from fleet.catalog import UnknownGpuError, resolve_gpu
-
     path = Path(path or os.environ.get("JOBCAST_PRICES") or BUNDLED)
     try:
         text = path.read_text(encoding="utf-8")

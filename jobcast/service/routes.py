@@ -22,7 +22,8 @@ from fleet.catalog import resolve_gpu
 from fleet.deployment import Deployment, normalise_deployment
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest, JobRequestError
-from models.calibration import ScaleCalibrator
+from layerwise.forecast import forecast_network
+from models.calibration import ScaleCalibrator, network_key
 from models.e2e import FittedModel, NoModelError, choose, forecast
 from models.job import JobPlan, forecast_job
 
@@ -121,8 +122,6 @@ class LayerwiseRoute:
 
     def forecast(self, req: JobRequest, why: str = "") -> Forecast:
         """``why`` says why the end-to-end route did not answer (kept in the details)."""
-        from layerwise.forecast import forecast_network
-
         device, count = device_for(req)
         try:
             gpu = resolve_gpu(device)
@@ -214,8 +213,6 @@ class CalibratedRoute:
         """Whether this network's own runs on this hardware give a factor (cheap check)."""
         if self.calibrator is None:
             return False
-        from models.calibration import network_key
-
         try:
             device, count = device_for(req)
             hardware = hardware_key(resolve_gpu(device).name, count)
