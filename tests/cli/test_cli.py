@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import DATA
 from typer.testing import CliRunner
 
 from jobcast.cli.app import app
 
-DATA = Path(__file__).parent / "data"
 runner = CliRunner()
 
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
 from ingest.events import PHASES as EVENT_PHASES
 from ingest.events import ParseContext
@@ -23,7 +24,7 @@ from jobcast.instrument.base import PHASES, PhaseTracker
 from jobcast.instrument.jsonl import JsonlWriter
 from jobcast.instrument.prometheus import PromExporter, TraceRecorder
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 CTX = ParseContext(source="test")
 NAMES = MetricNames()
 T0 = 1_700_000_000.0

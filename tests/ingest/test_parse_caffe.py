@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
+from paths import DATA, SHARED_LOGS
 
 from ingest.events import ParseContext, ParseError
 from ingest.parsers import caffe, jsonl, keras_stdout, tf_cnn
 
-DATA = Path(__file__).parent / "data"
 CAFFE = DATA / "caffe"
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "logs"
+SHARED = SHARED_LOGS
 RESNET_2016 = "ethanhe42_resnet-20_logs_resnet-20__2016-08-14_00-25-56.log"
 RESNET_2018 = "ethanhe42_resnet-20_logs_resnet-20__2018-10-19_01-43-18.log"
 CAFFENET_KILLED = "ducha_caffenet128_lsuv_bs128_lr002.log"

@@ -6,14 +6,14 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-from pathlib import Path
 
 import pytest
+from paths import DATA
 
 from ingest.events import ParseContext, ParseError
 from ingest.parsers import caffe, jsonl, keras_stdout, tf_cnn
 
-KERAS = Path(__file__).parent / "data" / "keras"
+KERAS = DATA / "keras"
 CTX = ParseContext(source="test")
 # tests/data/keras/make_samples.py: 1280 train / 256 validation samples, batch 32, 3 epochs
 STEPS, VAL_STEPS, EPOCHS = math.ceil(1280 / 32), math.ceil(256 / 32), 3

@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
 from ingest.events import ParseContext, ParseError
 from ingest.parsers import caffe, jsonl, keras_stdout, tf_cnn
 from jobcast.instrument.jsonl import JsonlWriter
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 KERAS = ROOT / "tests" / "data" / "keras"
 CTX = ParseContext(source="test")
 

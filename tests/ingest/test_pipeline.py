@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from paths import DATA
 
 from ingest.pipeline import Overrides, ingest_paths
 from ingest.store import Store
 
-DATA = Path(__file__).parent / "data"
 MLPERF = DATA / "mlperf"
 CAFFE = DATA / "caffe"
 

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
+from paths import DATA, SHARED_LOGS
 
 from ingest.events import ParseContext, ParseError
 from ingest.parsers import caffe, jsonl, keras_stdout, tf_cnn
 
-DATA = Path(__file__).parent / "data"
 SAMPLE = DATA / "tf_cnn" / "lambda_7742-8xA100_real_fp16_resnet50-448.txt"
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "logs"
+SHARED = SHARED_LOGS
 CTX = ParseContext(source="test")
 STEP = re.compile(r"^(\d+)\timages/sec: .* (\d{9,})$")
 IMAGENET_TRAIN = 1_281_167

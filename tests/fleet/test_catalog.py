@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
+from paths import DATA
 
 from fleet.catalog import (
     HW_KEYS,
@@ -17,7 +16,7 @@ from fleet.catalog import (
     resolve_gpu,
 )
 
-PAPER_GPUS = Path(__file__).parent / "data" / "justus2018" / "gpus.csv"
+PAPER_GPUS = DATA / "justus2018" / "gpus.csv"
 
 
 def test_catalog_covers_kepler_to_blackwell():

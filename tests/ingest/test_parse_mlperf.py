@@ -9,13 +9,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from paths import DATA as SAMPLES
+from paths import SHARED_LOGS
 
 from ingest.events import ParseContext, ParsedRun, ParseError
 from ingest.parsers import mlperf
 from ingest.parsers.mlperf.system import context_for, layout_parts, load_system
 
-DATA = Path(__file__).parent / "data" / "mlperf"
-REAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "logs" / "mlperf"
+DATA = SAMPLES / "mlperf"
+REAL = SHARED_LOGS / "mlperf"
 
 V05 = "v0.5/v0.5.0/nvidia/submission/results/dgx1_ngc18.11_mxnet/resnet/result_0.txt"
 V06 = "v0.6/NVIDIA/results/dgx1_ngc19.05_mxnet/resnet/result_2.txt"

@@ -10,9 +10,9 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
+from paths import DATA
 
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
@@ -22,7 +22,6 @@ from models.e2e import fit_store, load_models
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).parent / "data"
 HAS_PREDICTOR = default_predictor_dir() is not None
 
 

@@ -10,11 +10,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import typer
+from paths import DATA as SAMPLES
+from paths import REPO
 from typer.testing import CliRunner
 
 from jobcast.cli.layerwise import register
 
-DATA = Path(__file__).parent / "data" / "justus2018"
+DATA = SAMPLES / "justus2018"
 runner = CliRunner()
 
 
@@ -137,6 +139,6 @@ def test_predict_does_not_import_tensorflow(small_csvs, tmp_path):
         "print('tensorflow' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=Path(__file__).parents[1], timeout=120)
+                         cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from paths import DATA, REPO
 
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
@@ -25,9 +26,7 @@ from jobcast.service.forecaster import Forecaster
 from jobcast.service.request import JobRequest
 from models.e2e import fit_store, load_models
 
-DATA = Path(__file__).parent / "data"
 MLPERF = DATA / "mlperf"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _env(**extra) -> dict:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from paths import DATA
 
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
@@ -22,7 +23,6 @@ from jobcast.mlops.tracking import (
 )
 from models.e2e import fit_store
 
-DATA = Path(__file__).parent / "data"
 MLPERF = DATA / "mlperf"
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from paths import DATA as SAMPLES
+from paths import REPO
 
 from layerwise.estimators.gbt import Forest
 from layerwise.features import FeatureError, feature_frame
@@ -23,7 +24,7 @@ from layerwise.predictor import (
 )
 from layerwise.published import PUBLISHED_GPUS
 
-DATA = Path(__file__).parent / "data" / "justus2018"
+DATA = SAMPLES / "justus2018"
 FAST = {"gbt": {"max_iter": 120, "max_leaf_nodes": 31, "transfer_max_iter": 60}}
 
 
@@ -241,7 +242,7 @@ def test_default_predictor_loads_without_tensorflow():
         "print('tensorflow' in sys.modules, 'keras' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=Path(__file__).parents[1], timeout=120)
+                         cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"]
 

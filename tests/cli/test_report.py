@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
+from paths import DATA
 from typer.testing import CliRunner
 
 from jobcast.cli.app import app
 
-DATA = Path(__file__).parent / "data"
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
