@@ -20,7 +20,6 @@ Rules (the format's own, checked here)
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -58,14 +57,10 @@ def deployment_from(value: object, line: int) -> Deployment | None:
             raise ParseError(f"bad deployment object {value!r}", line=line) from err
     if not isinstance(value, str) or not value.strip():
         raise ParseError(f"deployment must be a string or an object, got {value!r}", line=line)
-    text = value.strip()
-    m = re.fullmatch(r"([a-z0-9-]+)-x(\d+)(?:-n(\d+))?", text)
-    if m:
-        return Deployment(m.group(1), int(m.group(2)), int(m.group(3) or 1))
-    m = re.fullmatch(r"(\d+)\s*[x×]\s*(.+)", text, flags=re.I)
-    if m:
-        return Deployment(m.group(2).strip(), int(m.group(1)))
-    return Deployment(text)
+    try:
+        return Deployment.parse(value)
+    except ValueError as err:
+        raise ParseError(f"bad deployment {value!r}: {err}", line=line) from err
 
 
 def _number(obj: dict, key: str, line: int, *, required: bool = True) -> float | None:
