@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator
 
 from layerwise.estimators import ESTIMATORS, Estimator, make_estimator
 from layerwise.features import FeatureError, feature_frame, hardware_signatures, known_device
@@ -137,7 +138,7 @@ class LayerModel:
     unseen_interval: Interval | None = None
 
 
-class LayerPredictor:
+class LayerPredictor(BaseEstimator):
     """Predict the time of single layers (ms) from benchmark-style rows.
 
     Parameters
@@ -196,8 +197,6 @@ class LayerPredictor:
         self.calibration_rows = calibration_rows
         self.min_rows = min_rows
         self.random_state = random_state
-        self.layers_: dict[str, LayerModel] = {}
-        self.info_: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ fitting
     def _candidates_for(self, layer: str) -> tuple[str, ...]:
@@ -322,11 +321,11 @@ class LayerPredictor:
     @property
     def known_layers(self) -> set[str]:
         """Layer types this predictor has a model for."""
-        return set(self.layers_)
+        return set(getattr(self, "layers_", {}))
 
     def predict(self, rows: pd.DataFrame) -> pd.DataFrame:
         """``predicted_ms``, ``low_ms``, ``high_ms`` for each row (same index)."""
-        if not self.layers_:
+        if not getattr(self, "layers_", None):
             raise RuntimeError("LayerPredictor is not fitted; call fit() or load() first")
         out = pd.DataFrame(index=rows.index, columns=list(OUTPUT_COLUMNS), dtype=float)
         if rows.empty:
@@ -369,7 +368,7 @@ class LayerPredictor:
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path) -> Path:
         """Write ``predictor.json`` plus one ``<layer>.npz`` per layer type; return the folder."""
-        if not self.layers_:
+        if not getattr(self, "layers_", None):
             raise RuntimeError("nothing to save: the predictor is not fitted")
         import sklearn
 
@@ -424,6 +423,7 @@ class LayerPredictor:
             )
         predictor = cls(coverage=doc["coverage"], selection_metric=doc["selection_metric"])
         predictor.info_ = doc.get("info", {})
+        predictor.layers_ = {}
         for layer, meta in doc["layers"].items():
             with np.load(path / f"{layer}.npz") as npz:
                 arrays = {k: npz[k] for k in npz.files}

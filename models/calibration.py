@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator
 
 from models.dataset import progress_points
 
@@ -41,7 +42,7 @@ class Scale:
     runs: int  # observed runs behind it
 
 
-class ScaleCalibrator:
+class ScaleCalibrator(BaseEstimator):
     """Per network x hardware scale factors (hardware-level fallback) from observed runs.
 
     fit(X, y): ``X`` has columns ``network``, ``hardware`` and ``predicted`` (layerwise

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy import optimize, stats
+from sklearn.base import BaseEstimator, RegressorMixin
 
 # The order breaks ties: with one batch size in the data per_sample and per_iteration fit the
 # same, and per_sample (time grows with samples) is the better guess for another batch size.
@@ -65,7 +66,7 @@ class CVResult:
     kind: str  # "leave-one-run-out", "tail-holdout" or "none"
 
 
-class PhaseTimeModel:
+class PhaseTimeModel(RegressorMixin, BaseEstimator):
     """Estimator of phase seconds from (iterations, batch_size); see the module doc.
 
     fit(X, y, groups): X has columns ``iterations`` and ``batch_size``, y seconds,
@@ -107,7 +108,7 @@ class PhaseTimeModel:
             raise ValueError("need at least two progress points to fit a phase model")
         if np.any(it <= 0) or np.any(bs <= 0) or np.any(y <= 0):
             raise ValueError("iterations, batch sizes and seconds must be positive")
-        self._span = _spans(it, groups)
+        self.spans_ = _spans(it, groups)
         results = [self._cross_validate(f, it, bs, y, groups) for f in self._candidates(bs)]
         scored = [r for r in results if r.mape is not None]
         best = min(scored, key=lambda r: r.mape) if scored else results[0]
@@ -115,7 +116,7 @@ class PhaseTimeModel:
         self.cv_kind_ = best.kind
         self.form_ = best.form
         self.terms_ = FORMS[best.form]
-        self.coef_ = _nnls_fit(_design(it, bs, self.terms_), y, self._power, self._span)
+        self.coef_ = _nnls_fit(_design(it, bs, self.terms_), y, self._power, self.spans_)
         fitted = self._raw_predict(it, bs)
         in_sample = (y - fitted) / fitted
         self.cv_mape_ = best.mape
@@ -133,7 +134,9 @@ class PhaseTimeModel:
         self.alt_coef_ = np.zeros(0)
         if self.batch_range_[0] == self.batch_range_[1] and self.form_ in _BOUNDING_FORMS:
             self.alt_terms_ = FORMS[_BOUNDING_FORMS[self.form_]]
-            self.alt_coef_ = _nnls_fit(_design(it, bs, self.alt_terms_), y, self._power, self._span)
+            self.alt_coef_ = _nnls_fit(
+                _design(it, bs, self.alt_terms_), y, self._power, self.spans_
+            )
         return self
 
     def _cross_validate(self, form, it, bs, y, groups) -> CVResult:
@@ -146,7 +149,7 @@ class PhaseTimeModel:
             for run in runs:
                 train = groups != run
                 coef = _nnls_fit(
-                    _design(it[train], bs[train], terms), y[train], self._power, self._span[train]
+                    _design(it[train], bs[train], terms), y[train], self._power, self.spans_[train]
                 )
                 i = finals[np.flatnonzero(groups[finals] == run)[0]]
                 pred = float((_design(it[i : i + 1], bs[i : i + 1], terms) @ coef)[0])
@@ -158,7 +161,7 @@ class PhaseTimeModel:
             if train.sum() < 2:
                 return CVResult(form, None, [], "none")
             coef = _nnls_fit(
-                _design(it[train], bs[train], terms), y[train], self._power, self._span[train]
+                _design(it[train], bs[train], terms), y[train], self._power, self.spans_[train]
             )
             pred = float((_design(it[i : i + 1], bs[i : i + 1], terms) @ coef)[0])
             errors.append((y[i] - pred) / pred if pred > 0 else math.inf)

@@ -7,12 +7,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+from sklearn.base import BaseEstimator
 
 OFFSET = "log_roofline_ms"
 
 
 @dataclass
-class Estimator:
+class Estimator(BaseEstimator):
     """Base class: hyper-parameters are dataclass fields; fitted state lives in ``_state``.
 
     ``fit(X, y_log, gpu)`` learns log time (ms) from a feature frame; ``predict(X, gpu)``

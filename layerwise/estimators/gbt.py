@@ -16,7 +16,6 @@ import pandas as pd
 from layerwise.estimators.base import OFFSET, Estimator, check_fitted
 from layerwise.features import (
     HARDWARE_FEATURES,
-    SIGNATURE_FEATURES,
     hardware_signatures,
     known_device,
 )
@@ -163,12 +162,6 @@ class GbtEstimator(Estimator):
     early_stopping_below: int = 20000
     random_state: int = 0
 
-    def __post_init__(self) -> None:
-        self._forest: Forest | None = None
-        self._transfer: Forest | None = None
-        self.feature_names_: list[str] = []
-        self.transfer_features_: list[str] = []
-        self._signatures = np.empty((0, len(SIGNATURE_FEATURES)))
 
     def _fit_forest(self, X: pd.DataFrame, y: np.ndarray, max_iter: int) -> Forest:
         from sklearn.ensemble import HistGradientBoostingRegressor
@@ -190,60 +183,60 @@ class GbtEstimator(Estimator):
     def fit(self, X: pd.DataFrame, y_log: np.ndarray, gpu: np.ndarray) -> GbtEstimator:
         y_log = np.asarray(y_log, dtype=np.float64)
         self.feature_names_ = list(X.columns)
-        self._forest = self._fit_forest(X, y_log - X[OFFSET].to_numpy(), self.max_iter)
-        self._signatures = np.unique(hardware_signatures(X), axis=0)
-        self._transfer = None
+        self.forest_ = self._fit_forest(X, y_log - X[OFFSET].to_numpy(), self.max_iter)
+        self.signatures_ = np.unique(hardware_signatures(X), axis=0)
+        self.transfer_forest_ = None
         if self.transfer:
             self.transfer_features_ = [c for c in X.columns if c not in HARDWARE_FEATURES]
-            self._transfer = self._fit_forest(
+            self.transfer_forest_ = self._fit_forest(
                 X[self.transfer_features_], y_log - X[TRANSFER_OFFSET].to_numpy(),
                 self.transfer_max_iter,
             )
         return self
 
     def predict(self, X: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
-        check_fitted(self, "_forest")
-        known = (known_device(X, self._signatures) if self._transfer is not None
+        check_fitted(self, "forest_")
+        known = (known_device(X, self.signatures_) if self.transfer_forest_ is not None
                  else np.ones(len(X), dtype=bool))
         out = np.empty(len(X))
         if known.any():
             part = X.loc[known]
-            out[known] = (self._forest.predict(part[self.feature_names_].to_numpy(np.float64))
+            out[known] = (self.forest_.predict(part[self.feature_names_].to_numpy(np.float64))
                           + part[OFFSET].to_numpy())
         if (~known).any():
             part = X.loc[~known]
             out[~known] = (
-                self._transfer.predict(part[self.transfer_features_].to_numpy(np.float64))
+                self.transfer_forest_.predict(part[self.transfer_features_].to_numpy(np.float64))
                 + part[TRANSFER_OFFSET].to_numpy()
             )
         return out
 
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        check_fitted(self, "_forest")
+        check_fitted(self, "forest_")
         meta: dict[str, Any] = {
-            "baseline": self._forest.baseline,
-            "depth": self._forest.depth,
+            "baseline": self.forest_.baseline,
+            "depth": self.forest_.depth,
             "feature_names": self.feature_names_,
         }
-        arrays = {f"known_{k}": v for k, v in self._forest.arrays().items()}
-        arrays["signatures"] = self._signatures
-        if self._transfer is not None:
-            meta.update(transfer_baseline=self._transfer.baseline,
-                        transfer_depth=self._transfer.depth,
+        arrays = {f"known_{k}": v for k, v in self.forest_.arrays().items()}
+        arrays["signatures"] = self.signatures_
+        if self.transfer_forest_ is not None:
+            meta.update(transfer_baseline=self.transfer_forest_.baseline,
+                        transfer_depth=self.transfer_forest_.depth,
                         transfer_features=self.transfer_features_)
-            arrays.update({f"transfer_{k}": v for k, v in self._transfer.arrays().items()})
+            arrays.update({f"transfer_{k}": v for k, v in self.transfer_forest_.arrays().items()})
         return meta, arrays
 
     def _load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         def pick(prefix: str) -> dict[str, np.ndarray]:
             return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
 
-        self._forest = Forest.from_arrays(pick("known_"), meta["baseline"], meta["depth"])
+        self.forest_ = Forest.from_arrays(pick("known_"), meta["baseline"], meta["depth"])
         self.feature_names_ = list(meta["feature_names"])
-        self._signatures = arrays["signatures"]
-        self._transfer = None
+        self.signatures_ = arrays["signatures"]
+        self.transfer_forest_ = None
         if "transfer_features" in meta:
-            self._transfer = Forest.from_arrays(
+            self.transfer_forest_ = Forest.from_arrays(
                 pick("transfer_"), meta["transfer_baseline"], meta["transfer_depth"])
             self.transfer_features_ = list(meta["transfer_features"])
 
@@ -254,6 +247,6 @@ class GbtEstimator(Estimator):
     @property
     def n_nodes(self) -> int:
         """Nodes in the forests (a size measure)."""
-        check_fitted(self, "_forest")
-        forests = [f for f in (self._forest, self._transfer) if f is not None]
+        check_fitted(self, "forest_")
+        forests = [f for f in (self.forest_, self.transfer_forest_) if f is not None]
         return sum(len(f.feature) + len(f.value) for f in forests)

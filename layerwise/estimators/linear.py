@@ -53,8 +53,6 @@ class PaleoLinearEstimator(Estimator):
     min_rows_per_gpu: int = 20
     floor_ms: float = 1e-4
 
-    def __post_init__(self) -> None:
-        self._coef: dict[str, np.ndarray] | None = None
 
     def fit(self, X: pd.DataFrame, y_log: np.ndarray, gpu: np.ndarray) -> PaleoLinearEstimator:
         A = design_matrix(X)
@@ -65,28 +63,28 @@ class PaleoLinearEstimator(Estimator):
             sel = keys == key
             if sel.sum() >= self.min_rows_per_gpu:
                 coef[str(key)] = _fit_nnls(A[sel], t[sel])
-        self._coef = coef
+        self.coef_ = coef
         return self
 
     def predict(self, X: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
-        check_fitted(self, "_coef")
+        check_fitted(self, "coef_")
         A = design_matrix(X)
         keys = np.array([lookup_key(g) for g in gpu])
         out = np.empty(len(X))
         for key in np.unique(keys):
             sel = keys == key
-            out[sel] = A[sel] @ self._coef.get(str(key), self._coef[POOLED])
+            out[sel] = A[sel] @ self.coef_.get(str(key), self.coef_[POOLED])
         return np.log(np.maximum(out, self.floor_ms))
 
     def coefficients(self) -> pd.DataFrame:
         """Fitted coefficients, one row per GPU key (plus the pooled fallback)."""
-        check_fitted(self, "_coef")
-        return pd.DataFrame(self._coef, index=list(TERMS)).T
+        check_fitted(self, "coef_")
+        return pd.DataFrame(self.coef_, index=list(TERMS)).T
 
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        check_fitted(self, "_coef")
-        keys = list(self._coef)
-        return {"gpus": keys}, {"coef": np.vstack([self._coef[k] for k in keys])}
+        check_fitted(self, "coef_")
+        keys = list(self.coef_)
+        return {"gpus": keys}, {"coef": np.vstack([self.coef_[k] for k in keys])}
 
     def _load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        self._coef = {k: arrays["coef"][i] for i, k in enumerate(meta["gpus"])}
+        self.coef_ = {k: arrays["coef"][i] for i, k in enumerate(meta["gpus"])}

@@ -45,24 +45,21 @@ class MlpEstimator(Estimator):
     random_state: int = 0
     threads: int | None = None
 
-    def __post_init__(self) -> None:
-        self._weights: list[np.ndarray] | None = None
-        self.feature_names_: list[str] = []
 
     # ---------------------------------------------------------------- preprocessing
     def _prepare(self, X: pd.DataFrame) -> np.ndarray:
         matrix = X[self.feature_names_].to_numpy(np.float64, copy=True)
-        matrix[:, self._log_cols] = np.log1p(np.maximum(matrix[:, self._log_cols], 0.0))
-        return ((matrix - self._mean) / self._scale).astype(np.float32)
+        matrix[:, self.log_cols_] = np.log1p(np.maximum(matrix[:, self.log_cols_], 0.0))
+        return ((matrix - self.mean_) / self.scale_).astype(np.float32)
 
     def _learn_scaling(self, X: pd.DataFrame) -> None:
         self.feature_names_ = list(X.columns)
         matrix = X.to_numpy(np.float64, copy=True)
-        self._log_cols = np.flatnonzero((matrix.min(axis=0) >= 0) & (matrix.max(axis=0) > 32))
-        matrix[:, self._log_cols] = np.log1p(matrix[:, self._log_cols])
-        self._mean = matrix.mean(axis=0)
+        self.log_cols_ = np.flatnonzero((matrix.min(axis=0) >= 0) & (matrix.max(axis=0) > 32))
+        matrix[:, self.log_cols_] = np.log1p(matrix[:, self.log_cols_])
+        self.mean_ = matrix.mean(axis=0)
         scale = matrix.std(axis=0)
-        self._scale = np.where(scale > 1e-9, scale, 1.0)
+        self.scale_ = np.where(scale > 1e-9, scale, 1.0)
 
     # ---------------------------------------------------------------- keras model
     def _build(self, n_inputs: int) -> Any:
@@ -106,9 +103,9 @@ class MlpEstimator(Estimator):
             keep = np.sort(rng.choice(len(X), self.max_rows, replace=False))
             X, y = X.iloc[keep], y[keep]
         self._learn_scaling(X)
-        self._y_mean, self._y_scale = float(y.mean()), float(max(y.std(), 1e-6))
+        self.y_mean_, self.y_scale_ = float(y.mean()), float(max(y.std(), 1e-6))
         inputs = self._prepare(X)
-        target = ((y - self._y_mean) / self._y_scale).astype(np.float32)
+        target = ((y - self.y_mean_) / self.y_scale_).astype(np.float32)
 
         keras.utils.set_random_seed(self.random_state)
         model = self._build(inputs.shape[1])
@@ -126,12 +123,12 @@ class MlpEstimator(Estimator):
         for name in [*names, "out"]:
             kernel, bias = model.get_layer(name).get_weights()
             weights += [kernel.astype(np.float32), bias.astype(np.float32)]
-        self._weights = weights
+        self.weights_ = weights
         return self
 
     # ---------------------------------------------------------------- numpy inference
     def _forward(self, x: np.ndarray) -> np.ndarray:
-        w = self._weights
+        w = self.weights_
         pairs = [(w[i], w[i + 1]) for i in range(0, len(w), 2)]
         *hidden, (w_out, b_out) = pairs
         if self.residual:
@@ -145,28 +142,28 @@ class MlpEstimator(Estimator):
         return (h @ w_out + b_out)[:, 0]
 
     def predict(self, X: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
-        check_fitted(self, "_weights")
+        check_fitted(self, "weights_")
         z = self._forward(self._prepare(X)).astype(np.float64)
-        return z * self._y_scale + self._y_mean + X[OFFSET].to_numpy()
+        return z * self.y_scale_ + self.y_mean_ + X[OFFSET].to_numpy()
 
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        check_fitted(self, "_weights")
+        check_fitted(self, "weights_")
         meta = {
             "feature_names": self.feature_names_,
-            "y_mean": self._y_mean,
-            "y_scale": self._y_scale,
-            "n_weights": len(self._weights),
+            "y_mean": self.y_mean_,
+            "y_scale": self.y_scale_,
+            "n_weights": len(self.weights_),
         }
-        arrays = {f"w{i}": w for i, w in enumerate(self._weights)}
-        arrays.update(log_cols=self._log_cols, mean=self._mean, scale=self._scale)
+        arrays = {f"w{i}": w for i, w in enumerate(self.weights_)}
+        arrays.update(log_cols=self.log_cols_, mean=self.mean_, scale=self.scale_)
         return meta, arrays
 
     def _load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         self.feature_names_ = list(meta["feature_names"])
-        self._y_mean, self._y_scale = float(meta["y_mean"]), float(meta["y_scale"])
-        self._weights = [arrays[f"w{i}"] for i in range(int(meta["n_weights"]))]
-        self._log_cols = arrays["log_cols"].astype(np.int64)
-        self._mean, self._scale = arrays["mean"], arrays["scale"]
+        self.y_mean_, self.y_scale_ = float(meta["y_mean"]), float(meta["y_scale"])
+        self.weights_ = [arrays[f"w{i}"] for i in range(int(meta["n_weights"]))]
+        self.log_cols_ = arrays["log_cols"].astype(np.int64)
+        self.mean_, self.scale_ = arrays["mean"], arrays["scale"]
 
 
 @dataclass
