@@ -36,6 +36,8 @@ class RouteMiss(LookupError):
 
 
 class ForecastRoute(Protocol):
+    """A way to forecast: ``forecast(req)`` answers or raises :class:`RouteMiss`."""
+
     name: Route
 
     def forecast(self, req: JobRequest) -> Forecast: ...
