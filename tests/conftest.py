@@ -1,8 +1,8 @@
 """Fixtures shared by the rooms' tests: the bundled samples and the real reference data.
 
-The test folders mirror the packages (``tests/ingest/`` tests ``ingest/``, ...); helpers that
-tests import by name (``paths``, ``prom_server``) live here at the top, which pytest puts on
-``sys.path`` with this file.
+The test folders mirror the packages (``tests/ingest/`` tests ``ingest/``, ...); helpers
+that tests import by name (``paths``, ``clock``, ``prom_server``) live here at the top,
+which pytest puts on ``sys.path`` with this file.
 """
 
 from __future__ import annotations

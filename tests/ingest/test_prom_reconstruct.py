@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from clock import T0, Clock
 
 from ingest.prometheus import (
     MetricNames,
@@ -23,16 +24,6 @@ from ingest.prometheus import (
     selector,
 )
 from jobcast.instrument.prometheus import PromExporter, TraceRecorder
-
-T0 = 1_700_000_000.0
-
-
-class Clock:
-    def __init__(self, now: float = T0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def script(*, epochs=4, steps=20, test_steps=5, step_s=0.05, test_step_s=0.02, gap_s=0.3,

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from clock import T0, Clock
 from paths import REPO
 
 from ingest.events import PHASES as EVENT_PHASES
@@ -27,17 +28,7 @@ from jobcast.instrument.prometheus import PromExporter, TraceRecorder
 ROOT = REPO
 CTX = ParseContext(source="test")
 NAMES = MetricNames()
-T0 = 1_700_000_000.0
 
-
-class Clock:
-    """A settable clock (unix seconds)."""
-
-    def __init__(self, now: float = T0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def script(epochs: int = 3, steps: int = 6, test_steps: int = 4, test_every: int = 1,
