@@ -22,8 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-PHASES: tuple[str, ...] = ("train", "test")
-"""Phase kinds, as in docs/jsonl-format.md and docs/prometheus.md."""
+from ingest.events import PHASES
 
 Clock = Callable[[], float]
 

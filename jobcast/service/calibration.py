@@ -11,8 +11,9 @@ from typing import Any
 
 import pandas as pd
 
+from fleet.deployment import deployment_key
 from jobcast.service.request import JobRequest
-from jobcast.service.routes import LayerwiseRoute, hardware_key
+from jobcast.service.routes import LayerwiseRoute
 from models.calibration import ScaleCalibrator, network_key, observed_runs
 
 COLUMNS = ["run_id", "network", "hardware", "batch_size", "iterations", "predicted", "actual"]
@@ -44,7 +45,7 @@ def layerwise_observations(runs: pd.DataFrame, predictor: Any = None
             {
                 "run_id": run.run_id,
                 "network": network_key(run.network),
-                "hardware": hardware_key(step.details["device"], step.details.get("devices", 1)),
+                "hardware": deployment_key(step.details["device"], step.details.get("devices", 1)),
                 "batch_size": int(run.batch_size),
                 "iterations": float(run.iterations),
                 "predicted": float(step.seconds) * float(run.iterations),

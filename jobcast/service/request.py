@@ -20,6 +20,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from ingest.events import PHASES
+
 Kind = Literal["text", "whole", "number"]
 
 
@@ -52,7 +54,6 @@ FIELDS: tuple[Field, ...] = (
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
 CORE_COLUMNS: tuple[str, ...] = tuple(f.name for f in FIELDS if f.core)
 OPTIONAL_COLUMNS: tuple[str, ...] = tuple(f.name for f in FIELDS if not f.core)
-PHASES: tuple[str, ...] = ("train", "test")
 
 
 class JobRequestError(ValueError):

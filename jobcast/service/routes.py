@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from fleet.catalog import resolve_gpu
-from fleet.deployment import Deployment, normalise_deployment
+from fleet.deployment import Deployment, deployment_key, normalise_deployment
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest, JobRequestError
 from layerwise.forecast import forecast_network
@@ -43,8 +43,9 @@ class ForecastRoute(Protocol):
     def forecast(self, req: JobRequest) -> Forecast: ...
 
 
-def _details(result: dict, drop: Sequence[str] = ()) -> dict[str, Any]:
-    return {k: v for k, v in result.items() if k not in _CORE and k not in drop}
+def _details(result: dict) -> dict[str, Any]:
+    """A model's result less the fields every Forecast has."""
+    return {k: v for k, v in result.items() if k not in _CORE}
 
 
 class EndToEndRoute:
@@ -171,16 +172,11 @@ class LayerwiseRoute:
         )
 
 
-def hardware_key(device: str, devices: int = 1) -> str:
-    """The hardware a calibration factor is for: a deployment key (``nvidia-v100-…-x8``)."""
-    return Deployment(str(device), int(devices)).key
-
-
 def calibrate(plain: Forecast, calibrator: ScaleCalibrator | None) -> Forecast:
     """A layerwise forecast scaled by its calibration factor; unchanged when none applies."""
     if calibrator is None or plain.route is not Route.LAYERWISE:
         return plain
-    hardware = hardware_key(plain.details["device"], plain.details.get("devices", 1))
+    hardware = deployment_key(plain.details["device"], plain.details.get("devices", 1))
     scale = calibrator.scale_for(plain.job.network, hardware)
     if scale is None:
         return plain
@@ -217,7 +213,7 @@ class CalibratedRoute:
             return False
         try:
             device, count = device_for(req)
-            hardware = hardware_key(resolve_gpu(device).name, count)
+            hardware = deployment_key(resolve_gpu(device).name, count)
         except (LookupError, ValueError):
             return False
         return (network_key(req.network), hardware) in self.calibrator.pairs_

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fleet.deployment import Deployment
+from fleet.deployment import Deployment, deployment_key
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest
-from jobcast.service.routes import calibrate, hardware_key
+from jobcast.service.routes import calibrate
 from models.calibration import ScaleCalibrator
 
 
@@ -72,7 +72,7 @@ def test_json_round_trip_gives_the_same_factors():
 
 
 def test_calibrate_scales_layerwise_forecasts_only():
-    X, y = _obs([("vgg16", hardware_key("Tesla V100 SXM2 16GB", 8), 1.0, 3.0)])
+    X, y = _obs([("vgg16", deployment_key("Tesla V100 SXM2 16GB", 8), 1.0, 3.0)])
     cal = ScaleCalibrator().fit(X, y)
     job = JobRequest(network="VGG16", deployment="8x V100", batch_size=256, iterations=10)
     layerwise = Forecast(job, 10.0, 8.0, 13.0, Route.LAYERWISE, "layerwise/abc",
@@ -89,6 +89,6 @@ def test_calibrate_scales_layerwise_forecasts_only():
     assert calibrate(e2e, cal) is e2e
 
 
-def test_hardware_key_is_the_deployment_key():
-    assert hardware_key("Tesla V100-SXM2-16GB", 8) == "nvidia-v100-sxm2-16gb-x8"
-    assert hardware_key("NVIDIA A100-SXM4-40GB", 2) == Deployment.parse("2x A100 SXM4 40GB").key
+def test_calibration_hardware_is_the_deployment_key():
+    assert deployment_key("Tesla V100-SXM2-16GB", 8) == "nvidia-v100-sxm2-16gb-x8"
+    assert deployment_key("NVIDIA A100-SXM4-40GB", 2) == Deployment.parse("2x A100 SXM4 40GB").key
