@@ -12,7 +12,7 @@ from jobcast.cli import layerwise as cli_layerwise
 from jobcast.cli import mlops as cli_mlflow
 from jobcast.cli import prometheus as cli_prometheus
 from jobcast.cli.options import AS_JSON, IMAGE_SIZE, STORE, TRACKING_URI, json_option, open_store
-from jobcast.cli.output import console, emit_json, err_console, fail
+from jobcast.cli.output import console, emit_json, err_console, fail, progress_bar
 
 app = typer.Typer(
     help="Forecast how long a CNN training job will take, before it runs.",
@@ -38,7 +38,6 @@ def ingest(
 ) -> None:
     """Parse training logs into the store (idempotent; each file whole or not at all)."""
     from ingest.pipeline import Overrides, ingest_paths
-    from jobcast.cli.output import progress_bar
 
     st = open_store(store)
     overrides = Overrides(network=network, deployment=deployment, batch_size=batch_size)

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from jobcast.cli.options import json_option
+from jobcast.cli.output import console, emit_json, fail, progress_bar
 
 
 def register(app: typer.Typer) -> None:
@@ -46,7 +47,6 @@ def bench(
     as_json: bool = json_option("Print a JSON summary."),
 ) -> None:
     """Benchmark random layer configurations; appends rows as it goes and resumes after a kill."""
-    from jobcast.cli.output import console, emit_json, fail, progress_bar
 
     try:
         from layerwise.bench import CampaignFileError, TimingPlan, parse_layers, run_campaign

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from jobcast.cli.output import console
+from jobcast.cli.output import console, progress_bar
 
 SAMPLES = Path(__file__).resolve().parents[2] / "tests" / "data"
 UNKNOWN_GPU = "unknown-gpu-x1"
@@ -76,7 +76,6 @@ def _has_test(models, train) -> bool:
 def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
     from ingest.pipeline import IngestReport, ingest_paths
     from ingest.store import Store
-    from jobcast.cli.output import progress_bar
     from jobcast.cli.views import forecasts_table, models_payload, models_table
     from jobcast.service.forecaster import Forecaster
     from models.e2e import fit_store

@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from jobcast.cli.options import AS_JSON, json_option
+from jobcast.cli.output import console, emit_json, err_console, fail
 
 MODEL_NAMES = ("gbt", "mlp", "resmlp", "linear")
 PREDICTOR = typer.Option(
@@ -81,7 +82,6 @@ def train(
 
     import pandas as pd
 
-    from jobcast.cli.output import console, emit_json, err_console, fail
     from layerwise.features import FeatureError
     from layerwise.predictor import LayerPredictor
 
@@ -139,7 +139,6 @@ def predict(
     as_json: bool = json_option("Print a JSON summary."),
 ) -> None:
     """Add predicted_ms, low_ms, high_ms to every row of --data and write --out."""
-    from jobcast.cli.output import console, emit_json, fail
     from layerwise.features import FeatureError
     from layerwise.predictor import LayerPredictor, default_predictor
 
@@ -170,7 +169,6 @@ def info(
     as_json: bool = AS_JSON,
 ) -> None:
     """Show the model chosen per layer type and its validation error."""
-    from jobcast.cli.output import console, emit_json, fail
     from layerwise.predictor import LayerPredictor, default_predictor
 
     try:

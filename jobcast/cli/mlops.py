@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from jobcast.cli.options import STORE, TRACKING_URI, json_option, open_store
+from jobcast.cli.output import console, emit_json, fail
 from jobcast.mlops.serving import port_is_free, run_server, serve_argv, serve_env
 
 NAME = typer.Option("jobcast-forecaster", "--name", help="Registered model name.")
@@ -42,7 +43,6 @@ def register_command(
     as_json: bool = json_option("Print a JSON report."),
 ) -> None:
     """Log the forecaster (end-to-end models + layerwise predictor + calibration), register it."""
-    from jobcast.cli.output import console, emit_json, fail
     from jobcast.mlops.registry import RegistryError, register_forecaster
 
     st = open_store(store)
@@ -82,7 +82,6 @@ def serve_command(
     timeout: int = typer.Option(60, "--timeout", min=1, help="Seconds allowed per request."),
 ) -> None:
     """Serve the registered forecaster over REST (POST /invocations; GET /ping, /version)."""
-    from jobcast.cli.output import fail
     from jobcast.mlops.registry import RegistryError, resolve_model_uri
     from jobcast.mlops.tracking import resolve_tracking_uri
 

@@ -24,6 +24,7 @@ from jobcast.cli.options import (
     open_prometheus,
     open_store,
 )
+from jobcast.cli.output import console, emit_json, fail
 
 
 def register(app: typer.Typer) -> None:
@@ -83,7 +84,6 @@ def ingest_prometheus(
         parse_matcher,
         parse_time,
     )
-    from jobcast.cli.output import console, emit_json, fail
 
     try:
         start, end = parse_time(since), parse_time(until)
@@ -151,7 +151,6 @@ def eta(
 ) -> None:
     """When will a running job finish? Its progress in Prometheus plus its fitted model."""
     from ingest.prometheus import PrometheusError, parse_duration
-    from jobcast.cli.output import console, emit_json, fail
     from jobcast.service.eta import EtaError, estimate_eta, fetch_job
     from jobcast.service.forecaster import Forecaster
 
