@@ -243,7 +243,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    from layerwise.predictor import LayerPredictor, default_predictor
+    from layerwise.predictor import LayerPredictor
+    from layerwise.shipped import default_predictor
 
     out: dict = {"predictor": str(args.predictor or "default"), "shrinkage": args.shrinkage}
     if not args.no_mlperf:

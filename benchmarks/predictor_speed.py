@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     cold = (
         "import sys, time\n"
         "t = time.perf_counter()\n"
-        "from layerwise.predictor import default_predictor\n"
+        "from layerwise.shipped import default_predictor\n"
         "default_predictor()\n"
         "print(time.perf_counter() - t, 'tensorflow' in sys.modules)\n"
     )

@@ -1,9 +1,18 @@
 """GPU-name normalisation: the one place that turns a spelling into words.
 
-Rules: lower-case; split on anything but letters, digits and dots; drop marketing words that
-do not tell two parts apart (:data:`NOISE_WORDS`) and vendor names; drop dots inside words.
+Rules, in order:
+
+1. lower-case; a brand glued to the model (``QuadroP2000``, ``TeslaV100``) is split off;
+2. ``Max-Q``, ``MaxQ``, ``with Max-Q Design`` become the word ``maxq``; ``Laptop GPU``,
+   ``Laptop`` and ``Mobile`` become ``mobile`` (laptop parts are their own catalog entries);
+3. split on anything but letters, digits and dots; drop marketing words that do not tell two
+   parts apart (:data:`NOISE_WORDS`), filler words (:data:`FILLER_WORDS`) and vendor names;
+   drop dots inside words; a repeated ``maxq``/``mobile`` counts once.
+
 ``accelerator_slug`` keeps the vendor in front (a store key part, ``nvidia-v100-sxm2-16gb``);
-``lookup_key`` joins the words without it (a catalog index key, ``v100sxm216gb``).
+``lookup_key`` joins the words without it (a catalog index key, ``v100sxm216gb``) and
+``unordered_key`` sorts them (a second catalog key, so ``"A100 80GB PCIe"`` finds
+``"A100-PCIE-80GB"``). :func:`split_memory` separates a memory-size word (``16gb``).
 """
 
 from __future__ import annotations
@@ -13,7 +22,15 @@ import re
 NOISE_WORDS = frozenset(
     {"nvidia", "tesla", "geforce", "quadro", "corporation", "graphics", "generation"}
 )
+FILLER_WORDS = frozenset({"with", "design", "gpu"})
 VENDORS = frozenset({"nvidia", "intel", "habana", "amd", "google"})
+_SINGLE = frozenset({"maxq", "mobile"})
+
+# Brand words glued to a model number: "quadrop2000" -> "quadro p2000".
+_GLUED_BRAND = re.compile(r"\b(nvidia|tesla|quadro|geforce)(?=[a-z]{0,4}\d)")
+_MAXQ = re.compile(r"\b(?:with\s+)?max[\s_-]*q(?:\s+design)?\b")
+_MOBILE = re.compile(r"\b(?:laptop(?:\s+gpu)?|mobile)\b")
+_MEMORY = re.compile(r"(\d+(?:\.\d+)?)gb")
 
 # Accelerator names whose vendor the log leaves out.
 _VENDOR_HINTS: tuple[tuple[str, str], ...] = (
@@ -45,13 +62,24 @@ def vendor_of(name: str) -> str:
 
 
 def gpu_words(name: str) -> list[str]:
-    """The words that tell a part apart: ``"Tesla V100-SXM2-16GB"`` -> ``[v100, sxm2, 16gb]``."""
-    words = re.split(r"[^a-z0-9.]+", str(name).strip().lower())
-    return [
-        w.replace(".", "")
-        for w in words
-        if w and w not in NOISE_WORDS and w not in VENDORS and w.replace(".", "")
-    ]
+    """The words that tell a part apart: ``"Tesla V100-SXM2-16GB"`` -> ``[v100, sxm2, 16gb]``.
+
+    ``"GeForce RTX 2080 Super with Max-Q Design"`` -> ``[rtx, 2080, super, maxq]``;
+    ``"NVIDIA GeForce RTX 3080 Laptop GPU"`` -> ``[rtx, 3080, mobile]``.
+    """
+    text = str(name).strip().lower()
+    text = _GLUED_BRAND.sub(r"\1 ", text)
+    text = _MAXQ.sub(" maxq ", text)
+    text = _MOBILE.sub(" mobile ", text)
+    words: list[str] = []
+    for raw in re.split(r"[^a-z0-9.]+", text):
+        word = raw.replace(".", "")
+        if not word or raw in NOISE_WORDS or raw in VENDORS or raw in FILLER_WORDS:
+            continue
+        if word in _SINGLE and word in words:
+            continue
+        words.append(word)
+    return words
 
 
 def accelerator_slug(name: str) -> str:
@@ -66,3 +94,18 @@ def accelerator_slug(name: str) -> str:
 def lookup_key(name: str) -> str:
     """Catalog index key: ``"NVIDIA Tesla V100-SXM2"`` -> ``"v100sxm2"``."""
     return "".join(gpu_words(name))
+
+
+def unordered_key(name: str) -> str:
+    """Word-order-free catalog key: ``"A100 80GB PCIe"`` and ``"A100-PCIE-80GB"`` agree."""
+    return " ".join(sorted(set(gpu_words(name))))
+
+
+def split_memory(words: list[str]) -> tuple[list[str], float | None]:
+    """Words without a memory-size word, and that size in GB (None when absent or ambiguous).
+
+    ``[v100, sxm2, 16gb]`` -> ``([v100, sxm2], 16.0)``.
+    """
+    rest = [w for w in words if not _MEMORY.fullmatch(w)]
+    sizes = {float(m.group(1)) for w in words if (m := _MEMORY.fullmatch(w))}
+    return rest, (sizes.pop() if len(sizes) == 1 else None)

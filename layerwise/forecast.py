@@ -1,5 +1,10 @@
 """Whole-network time forecasts: decompose a network, predict every layer, sum per batch.
 
+With the roofline-efficiency predictor (the shipped one, :mod:`layerwise.efficiency`) the step
+is composed by :mod:`layerwise.compose` (passes, precision class, fitted per-step overhead;
+``precision`` and ``framework`` are honoured). The rules below are those of the older
+per-layer-type predictors (``predictor.json`` folders, e.g. trained on a CPU bench), fp32 only.
+
 ``forecast_network`` returns a JSON-ready dict (seconds unless a key names another unit):
 
 * ``batch_seconds``, ``low``, ``high``: one step (forward only for optimizer ``none``, else a
@@ -38,6 +43,8 @@ from typing import Any
 
 import pandas as pd
 
+from fleet.precision import parse_precision
+from layerwise.compose import Composition, precision_class, price_layers
 from layerwise.kinds.mapping import plane_params
 from layerwise.layers import all_columns, get_layer
 from layerwise.network import Network, NetworkSpecError, decompose
@@ -47,6 +54,8 @@ ROUGH_MEMORY_EFFICIENCY = 0.5
 TRAIN_FACTOR = 3.0
 ROUGH_INTERVAL = (0.3, 3.0)
 PROXY_KIND = "act"  # element-wise unknown layers are priced as a ReLU of this kind
+# memory-bound kinds a per-type predictor may lack: priced as that ReLU too
+PROXY_KINDS = ("pad", "concat", "dropout", "ln", "softmax")
 
 
 def device_features(device: str) -> dict[str, Any]:
@@ -112,6 +121,8 @@ def forecast_network(
     call_overhead: str = "once",
     input_grad: str = "auto",
     host_overhead_ms: float = 0.0,
+    precision: str = "fp32",
+    framework: str = "tensorflow",
 ) -> dict:
     """Forecast the time of one batch (and of an epoch/job) of a network on a device.
 
@@ -131,13 +142,22 @@ def forecast_network(
         raise ValueError(f"dataset_size must be >= 1, got {dataset_size}")
     if epochs is not None and int(epochs) < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
+    precision = parse_precision(precision).value
     hw = device_features(device)
     net = decompose(model_or_name, batch_size=batch_size, optimizer=optimizer,
                     image_size=image_size)
     if predictor is None:
-        from layerwise.predictor import default_predictor
+        from layerwise.shipped import default_predictor
 
         predictor = default_predictor()
+    if hasattr(predictor, "families_"):  # the roofline-efficiency predictor (v2)
+        result = compose_step(net, predictor, hw, precision, optimizer, framework,
+                              host_overhead_ms)
+        result.update(device=str(device))
+        return _with_epochs(result, dataset_size, epochs)
+    if precision != "fp32":
+        raise ValueError(f"precision {precision!r} needs the roofline-efficiency predictor; "
+                         "this predictor was trained on fp32 rows only")
     known = set(predictor.known_layers)
     training = optimizer != "none"
     add_forward = training and (
@@ -171,17 +191,66 @@ def forecast_network(
         "warnings": net.warnings + warnings,
         "layers": layers,
     }
+    result["precision"] = "fp32"
+    return _with_epochs(result, dataset_size, epochs)
+
+
+def _with_epochs(result: dict, dataset_size: int | None, epochs: int | None) -> dict:
+    """Add steps per epoch and epoch/job seconds (with low/high) from ``batch_seconds``."""
     if dataset_size is not None:
-        steps = math.ceil(int(dataset_size) / int(batch_size))
+        steps = math.ceil(int(dataset_size) / int(result["batch_size"]))
         result["steps_per_epoch"] = steps
-        for key, value in (("", total["ms"]), ("_low", total["low_ms"]),
-                           ("_high", total["high_ms"])):
-            result[f"epoch{key}_seconds"] = steps * value / 1000.0
+        for key, value in (("", result["batch_seconds"]), ("_low", result["low"]),
+                           ("_high", result["high"])):
+            result[f"epoch{key}_seconds"] = steps * value
             if epochs is not None:
-                result[f"job{key}_seconds"] = int(epochs) * steps * value / 1000.0
+                result[f"job{key}_seconds"] = int(epochs) * steps * value
         if epochs is not None:
             result["epochs"] = int(epochs)
     return result
+
+
+def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimizer: str,
+                 framework: str, host_overhead_ms: float) -> dict:
+    """Forecast dict of one step with the roofline-efficiency predictor and its composition."""
+    training = optimizer != "none"
+    layers = price_layers(net.rows, predictor, hw, precision, training, optimizer, framework)
+    comp = getattr(predictor, "composition_", None) or Composition.identity()
+    pclass = precision_class(precision, hw)
+    ms, low, high = comp.step(float(layers["ms"].sum()), float(layers["low_ms"].sum()),
+                              float(layers["high_ms"].sum()), int(layers["kernels"].sum()),
+                              pclass)
+    for col in ("ms", "low_ms", "high_ms"):
+        layers[col] = layers[col] * comp.scale_for(pclass)
+    overhead = ms - float(layers["ms"].sum())
+    warnings = list(net.warnings)
+    extrap = layers.loc[layers["extrapolated"], "name"].tolist()
+    if extrap:
+        warnings.append(f"{len(extrap)} layer(s) lie outside the measured shapes (e.g. "
+                        f"{extrap[0]}): efficiency held at the edge of the data, interval widened")
+    no_data = sorted(set(layers.loc[~layers["own_data"] & layers["method"].eq("predictor"),
+                                    "layer"]))
+    if no_data:
+        warnings.append(f"no timings of {', '.join(no_data)} layers in the training data: "
+                        "priced by the memory-bound family's trees, interval widened")
+    unpriced = layers.loc[layers["method"].eq("unpriced"), "name"].tolist()
+    if unpriced:
+        warnings.append(f"{len(unpriced)} layer(s) not priced (no kind): {', '.join(unpriced[:3])}")
+    host = float(host_overhead_ms)
+    return {
+        "network": net.name, "gpu": hw["gpu"], "hw_kind": hw["hw_kind"],
+        "batch_size": int(net.batch_size), "optimizer": optimizer, "precision": precision,
+        "framework": framework, "precision_class": pclass,
+        "input_shape": list(net.input_shape),
+        "batch_seconds": (ms + host) / 1000.0, "low": (low + host) / 1000.0,
+        "high": (high + host) / 1000.0, "unit": "s",
+        "step_overhead_ms": overhead, "host_overhead_ms": host,
+        "flops_per_batch": net.flops, "macs_per_batch": net.macs, "params": net.params,
+        "layers_count": int(len(layers)), "extrapolated": bool(extrap),
+        "unknown_layers": [r["name"] for r in net.rows if r["layer"] == "unknown"],
+        "warnings": warnings,
+        "layers": layers.to_dict("records"),
+    }
 
 
 def _price_layers(net: Network, predictor: Any, known: set[str], hw: dict, training: bool,
@@ -214,7 +283,8 @@ def _price_layers(net: Network, predictor: Any, known: set[str], hw: dict, train
                 floor_of(kind, "none")
             floor_of(kind, row["optimizer"])
             plan.append((i, "predictor", q, fwd))
-        elif kind == "unknown" and PROXY_KIND in known and _proxy_act_row(row) is not None:
+        elif (kind == "unknown" or kind in PROXY_KINDS) and PROXY_KIND in known \
+                and _proxy_act_row(row) is not None:
             plan.append((i, "proxy-act", ask(_proxy_act_row(row)), None))
             floor_of(PROXY_KIND, row["optimizer"])
         else:

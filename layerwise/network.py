@@ -1,8 +1,11 @@
 """Decompose a CNN into benchmarkable layer rows (the published row layout + ``layer`` + ``name``).
 
-Sources: a Keras model instance, a saved ``.keras`` file, a ``keras.applications`` name
-(built with ``weights=None`` at ``image_size``), or a JSON network spec (a dict or a ``.json``
-file, see ``docs/network-spec.md``). JSON specs are decomposed without TensorFlow.
+Sources: a Keras model instance, a saved ``.keras`` file, a network name, or a JSON network
+spec (a dict or a ``.json`` file, see ``docs/network-spec.md``). A name known to the zoo
+(:mod:`layerwise.zoo`: keras.applications CNNs, tf_cnn_benchmarks networks, their aliases) at
+its default image size (``image_size`` None or equal) is read from the shipped spec; any other
+name or size builds the model with TensorFlow (``weights=None``). JSON specs and zoo networks
+are decomposed without TensorFlow.
 
 Every layer of the network becomes one row (``SeparableConv2D`` two: depthwise + 1x1 conv):
 
@@ -30,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from layerwise import zoo
 from layerwise.kinds import KINDS, kind_for_keras, kind_for_spec, spec_types
 from layerwise.kinds.base import NetLayer, RowContext
 from layerwise.kinds.mapping import ACTIVATION_COST, NetworkSpecError
@@ -177,22 +181,43 @@ def _norm(name: str) -> str:
 
 
 def build_application(name: str, image_size: int | None = None) -> Any:
-    """A ``keras.applications`` model by (case/punctuation-insensitive) name, ``weights=None``."""
+    """A model by (case/punctuation-insensitive) name, ``weights=None``: a zoo network or alias
+    (default side: the zoo's), else any ``keras.applications`` model (default side 224)."""
     import keras
 
+    entry = zoo.CATALOG.get(zoo.lookup(name, shipped=False) or "")
     names = keras_application_names()
-    key = _norm(name)
-    if key not in names:
+    key = entry.builder if entry is not None else _norm(name)
+    if entry is None and key not in names:
         close = difflib.get_close_matches(key, list(names), n=4)
-        hint = f"; did you mean {', '.join(names[c] for c in close)}?" if close else ""
+        shown = [names[c] for c in close] + [z for z in zoo.suggestions(name) if z not in close]
+        hint = f"; did you mean {', '.join(shown)}?" if shown else ""
         raise NetworkSpecError(f"unknown network {name!r}: not a keras.applications model, "
-                               f"a .keras file or a .json spec{hint}")
-    side = int(image_size or APPLICATION_DEFAULT_SIZE)
+                               f"a zoo network, a .keras file or a .json spec{hint}")
+    side = int(image_size or (entry.image_size if entry else APPLICATION_DEFAULT_SIZE))
     try:
-        return getattr(keras.applications, names[key])(weights=None,
-                                                        input_shape=(side, side, 3))
+        if entry is not None and entry.source == "tf_cnn":
+            from layerwise.zoo import tf_cnn
+
+            return tf_cnn.build(entry.builder, side)
+        ctor = entry.builder if entry is not None else names[key]
+        return getattr(keras.applications, ctor)(weights=None, input_shape=(side, side, 3))
     except ValueError as exc:
-        raise NetworkSpecError(f"cannot build {names[key]} at {side}x{side}: {exc}") from None
+        raise NetworkSpecError(f"cannot build {key} at {side}x{side}: {exc}") from None
+
+
+def zoo_layers(source: Any, image_size: int | None = None) -> tuple[str, list[NetLayer]] | None:
+    """(model name, layer occurrences) of a zoo network name at its default image size, read
+    from the shipped spec without TensorFlow; None for anything else."""
+    if not isinstance(source, str) or source.endswith((".keras", ".h5")):
+        return None
+    name = zoo.lookup(source)
+    if name is None:
+        return None
+    spec = zoo.load(name)
+    if image_size and int(image_size) != spec.image_size:
+        return None
+    return spec.model_name, spec.layers
 
 
 def load_model(source: Any, image_size: int | None = None) -> Any:
@@ -319,8 +344,9 @@ def decompose(source: Any, *, batch_size: int = 1, optimizer: str = "none",
     """Decompose a network (see module docstring) for one batch of ``batch_size``.
 
     ``optimizer`` ``none`` = forward only (inference: dropout is a view), else a training step.
-    ``image_size`` sets the input side of an application or JSON spec (ignored for a model
-    instance or a saved model, whose input shape is fixed).
+    ``image_size`` sets the input side of a named network or JSON spec (ignored for a model
+    instance or a saved model, whose input shape is fixed); None = the zoo network's default
+    side (224 for other names).
     """
     if optimizer not in OPTIMIZERS:
         raise NetworkSpecError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
@@ -330,6 +356,8 @@ def decompose(source: Any, *, batch_size: int = 1, optimizer: str = "none",
         spec = load_spec(source)
         layers = _spec_layers(spec, image_size)
         name = str(spec.get("name", "network"))
+    elif (found := zoo_layers(source, image_size)) is not None:
+        name, layers = found
     else:
         model = load_model(source, image_size)
         layers = _keras_layers(model)
@@ -354,4 +382,4 @@ def decompose(source: Any, *, batch_size: int = 1, optimizer: str = "none",
 
 __all__ = ["ACTIVATION_COST", "APPLICATION_DEFAULT_SIZE", "Network", "NetworkSpecError",
            "build_application", "decompose", "keras_application_names", "known_spec_types",
-           "load_model", "load_spec", "spec_to_keras"]
+           "load_model", "load_spec", "spec_to_keras", "zoo_layers"]

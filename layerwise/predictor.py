@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +90,21 @@ def split_per_gpu(
             held.extend(rng.permutation(idx)[:n])
     held_index = pd.Index(held)
     return rows.index.difference(held_index), held_index
+
+
+def read_saved_doc(doc_path: Path, version: int, what: str) -> dict[str, Any]:
+    """The JSON document of a saved model; clear errors for a missing file, bad JSON or a
+    format version this jobcast does not read."""
+    if not doc_path.is_file():
+        raise FileNotFoundError(f"{doc_path}: not a saved {what} (no {doc_path.name})")
+    try:
+        doc = json.loads(doc_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{doc_path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
+    if doc.get("format_version") != version:
+        raise ValueError(f"{doc_path}: format version {doc.get('format_version')!r}, "
+                         f"this jobcast reads {version}")
+    return doc
 
 
 @dataclass
@@ -410,17 +424,7 @@ class LayerPredictor(BaseEstimator):
         """Load a predictor written by :meth:`save` (no TensorFlow, no pickles)."""
         path = Path(directory)
         doc_path = path / "predictor.json"
-        if not doc_path.is_file():
-            raise FileNotFoundError(f"{doc_path}: not a saved layer predictor (no predictor.json)")
-        try:
-            doc = json.loads(doc_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{doc_path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
-        if doc.get("format_version") != FORMAT_VERSION:
-            raise ValueError(
-                f"{doc_path}: format version {doc.get('format_version')!r}, "
-                f"this jobcast reads {FORMAT_VERSION}"
-            )
+        doc = read_saved_doc(doc_path, FORMAT_VERSION, "layer predictor")
         predictor = cls(coverage=doc["coverage"], selection_metric=doc["selection_metric"])
         predictor.info_ = doc.get("info", {})
         predictor.layers_ = {}
@@ -442,14 +446,3 @@ class LayerPredictor(BaseEstimator):
                                  if "uv_edges" in arrays else None),
             )
         return predictor
-
-
-@lru_cache(maxsize=1)
-def default_predictor() -> LayerPredictor:
-    """The predictor shipped with jobcast (trained on the six-GPU published data)."""
-    if not (DEFAULT_DIR / "predictor.json").is_file():
-        raise FileNotFoundError(
-            f"the default layer predictor is missing from {DEFAULT_DIR}; "
-            "reinstall jobcast or train one with `jobcast layerwise train`"
-        )
-    return LayerPredictor.load(DEFAULT_DIR)

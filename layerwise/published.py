@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from layerwise.corpora.tables import shared_data_dir
+
 ENV_VAR = "JOBCAST_PUBLISHED_DIR"
 PUBLISHED_GPUS = ("V100", "P100", "GTX1080Ti", "M60", "K80", "K40")
 PUBLISHED_LAYERS = ("conv", "dense")
@@ -30,14 +32,7 @@ PAPER_RMSE_MS = {
 def default_data_dir() -> Path:
     """``$JOBCAST_PUBLISHED_DIR`` or the ``shared/data/justus2018`` folder beside the repository."""
     env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / "shared" / "data" / "justus2018"
-        if candidate.is_dir():
-            return candidate
-    return here.parents[2] / "shared" / "data" / "justus2018"
+    return Path(env) if env else shared_data_dir() / "justus2018"
 
 
 def _resolve_dir(data_dir: str | Path | None) -> Path:

@@ -11,7 +11,15 @@ from jobcast.cli import bench as cli_bench
 from jobcast.cli import layerwise as cli_layerwise
 from jobcast.cli import mlops as cli_mlflow
 from jobcast.cli import prometheus as cli_prometheus
-from jobcast.cli.options import AS_JSON, IMAGE_SIZE, STORE, TRACKING_URI, json_option, open_store
+from jobcast.cli.options import (
+    AS_JSON,
+    IMAGE_SIZE,
+    PRECISION,
+    STORE,
+    TRACKING_URI,
+    json_option,
+    open_store,
+)
 from jobcast.cli.output import console, emit_json, err_console, fail, progress_bar
 
 app = typer.Typer(
@@ -130,7 +138,8 @@ def predict(
     stack: str | None = typer.Option(None, help="Software stack (default: the newest seen)."),
     device: str | None = typer.Option(None, help="GPU for a layerwise forecast, e.g. V100."),
     optimizer: str = typer.Option("sgd", help="Layerwise: sgd, adam, ... or none (inference)."),
-    image_size: int = IMAGE_SIZE,
+    image_size: int | None = IMAGE_SIZE,
+    precision: str = PRECISION,
     jobs: Path | None = typer.Option(
         None,
         help="CSV of jobs (network, deployment, batch_size, iterations, phase) for batch mode.",
@@ -140,17 +149,18 @@ def predict(
 ) -> None:
     """Forecast seconds (with an interval) for a phase, a job, or a CSV of jobs."""
     from jobcast.service.forecaster import Forecaster
-    from jobcast.service.request import JobRequest, JobRequestError, read_jobs_csv
+    from jobcast.service.request import JobRequest, JobRequestError, read_jobs_rows
 
     if phase not in ("train", "test"):
         fail(f"--phase must be train or test, got {phase!r}")
     fc = Forecaster(open_store(store))
     if jobs is not None:
         try:
-            requests = read_jobs_csv(jobs)
+            requests = read_jobs_rows(jobs)
         except JobRequestError as exc:
             fail(str(exc))
-        results = [fc.forecast(r).to_dict() for r in requests]
+        results = [{"job": {}, "error": str(r)} if isinstance(r, JobRequestError)
+                   else fc.forecast(r).to_dict() for r in requests]
         if as_json:
             emit_json(results)
         else:
@@ -163,7 +173,7 @@ def predict(
     flags = dict(network=network, deployment=deployment, batch_size=batch_size,
                  iterations=iterations, phase=phase, epochs=epochs, dataset_size=dataset_size,
                  eval_every=eval_every, eval_size=eval_size, stack=stack, device=device,
-                 optimizer=optimizer, image_size=image_size)
+                 optimizer=optimizer, image_size=image_size, precision=precision)
     try:
         req = JobRequest.from_mapping(flags)
     except JobRequestError as exc:
@@ -194,7 +204,8 @@ def compare(
         None, help="Price table CSV (gpu,usd_per_gpu_hour); default $JOBCAST_PRICES or bundled."
     ),
     optimizer: str = typer.Option("sgd", help="Layerwise: optimizer of the training step."),
-    image_size: int = IMAGE_SIZE,
+    image_size: int | None = IMAGE_SIZE,
+    precision: str = PRECISION,
     store: str | None = STORE,
     as_json: bool = AS_JSON,
 ) -> None:
@@ -215,6 +226,7 @@ def compare(
             devices=device or None,
             optimizer=optimizer,
             image_size=image_size,
+            precision=precision,
         )
     except (PriceTableError, ValueError) as exc:
         fail(str(exc))

@@ -30,9 +30,16 @@ def register(app: typer.Typer) -> None:
 
 def read_rows(path: Path):
     """Rows of one benchmark CSV (optionally .gz) with a ``layer`` column filled in."""
-    import pandas as pd
-
     from layerwise.predictor import layer_types
+
+    frame = read_table_file(path)
+    frame["layer"] = layer_types(frame)
+    return frame
+
+
+def read_table_file(path: Path):
+    """One CSV (optionally .gz) as it is; a clear ValueError for a missing or unreadable file."""
+    import pandas as pd
 
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
@@ -46,7 +53,6 @@ def read_rows(path: Path):
         raise ValueError(f"{path}: empty file") from None
     if frame.empty:
         raise ValueError(f"{path}: no data rows")
-    frame["layer"] = layer_types(frame)
     return frame
 
 
@@ -133,34 +139,49 @@ def train(
 
 @layerwise_app.command("predict")
 def predict(
-    data: Path = typer.Option(..., "--data", help="CSV of layer rows (published layout)."),
+    data: Path = typer.Option(..., "--data", help="CSV of layer rows: Justus, NeuSight or bench "
+                              "layout (detected from the columns)."),
     out: Path = typer.Option(..., "--out", help="CSV to write: the rows plus predictions."),
     model: Path | None = PREDICTOR,
     as_json: bool = json_option("Print a JSON summary."),
 ) -> None:
-    """Add predicted_ms, low_ms, high_ms to every row of --data and write --out."""
+    """Add predicted_ms, low_ms, high_ms (90 % interval) to every row of --data; write --out."""
     from layerwise.features import FeatureError
-    from layerwise.predictor import LayerPredictor, default_predictor
+    from layerwise.shipped import default_predictor, load_predictor
+    from layerwise.sources import SourceFormatError, kind_rows, unsupported
 
     try:
-        rows = read_rows(data)
-        predictor = LayerPredictor.load(model) if model is not None else default_predictor()
-        pred = predictor.predict(rows)
-    except (ValueError, FeatureError, FileNotFoundError) as exc:
+        table = read_table_file(data)
+        rows, _ = kind_rows(table)
+        bad = unsupported(rows)
+        predictor = load_predictor(model) if model is not None else default_predictor()
+        ok = rows.drop(index=bad)
+        if not hasattr(predictor, "families_"):  # a per-layer-type predictor: bench layout
+            from layerwise.predictor import layer_types
+
+            ok = ok.assign(layer=layer_types(table.drop(index=bad)))
+        pred = predictor.predict(ok)
+    except (ValueError, FeatureError, FileNotFoundError, SourceFormatError) as exc:
         fail(str(exc))
-    result = rows.drop(columns=[c for c in pred.columns if c in rows.columns]).join(pred)
+    keep = [c for c in ("predicted_ms", "low_ms", "high_ms") if c in pred.columns]
+    result = table.drop(columns=[c for c in keep if c in table.columns]).join(pred[keep])
+    if len(bad):
+        result.loc[bad, "error"] = "no layer kind expresses this row"
     out.parent.mkdir(parents=True, exist_ok=True)
     result.to_csv(out, index=False)
     summary = {
         "rows": int(len(result)),
+        "predicted": int(len(pred)),
+        "unsupported": int(len(bad)),
         "out": str(out),
-        "layers": {k: int(v) for k, v in rows["layer"].value_counts().items()},
+        "layers": {k: int(v) for k, v in ok["layer"].value_counts().items()},
         "total_predicted_ms": float(pred["predicted_ms"].sum()),
     }
     if as_json:
         emit_json(summary)
     else:
-        console.print(f"wrote {summary['rows']} rows with predicted_ms, low_ms, high_ms to {out}")
+        console.print(f"wrote {summary['rows']} rows with predicted_ms, low_ms, high_ms to {out}"
+                      + (f" ({len(bad)} rows no kind expresses: error column)" if len(bad) else ""))
 
 
 @layerwise_app.command("info")
@@ -169,12 +190,31 @@ def info(
     as_json: bool = AS_JSON,
 ) -> None:
     """Show the model chosen per layer type and its validation error."""
-    from layerwise.predictor import LayerPredictor, default_predictor
+    from layerwise.shipped import default_predictor, load_predictor
 
     try:
-        predictor = LayerPredictor.load(model) if model is not None else default_predictor()
+        predictor = load_predictor(model) if model is not None else default_predictor()
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc))
+    if hasattr(predictor, "families_"):  # roofline efficiency (v2)
+        comp = getattr(predictor, "composition_", None)
+        payload = {
+            "kind": "efficiency",
+            "families": {name: {"n_train": f["n_train"], "features": f["features"]}
+                         for name, f in predictor.families_.items()},
+            "kinds_with_own_data": predictor.kinds_,
+            "chips": predictor.chips_,
+            "composition": comp.to_dict() if comp is not None else None,
+            "info": predictor.info_,
+        }
+        if as_json:
+            emit_json(payload)
+            return
+        for name, f in payload["families"].items():
+            console.print(f"{name}: {f['n_train']} training rows, {len(f['features'])} features")
+        console.print(f"kinds with own timings: {', '.join(predictor.kinds_)}; "
+                      f"GPU chips: {', '.join(predictor.chips_)}")
+        return
     payload = {
         "layers": {k: {"model": lm.model, "gpus": lm.gpus, "n_train": lm.n_train,
                        "validation": lm.validation.get(lm.model, {})}

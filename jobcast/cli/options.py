@@ -53,7 +53,10 @@ def open_store(url: str | None) -> Store:
 
 # -- layerwise forecasts (predict, compare) ---------------------------------------------------
 
-IMAGE_SIZE = typer.Option(224, min=8, help="Layerwise: input image side.")
+IMAGE_SIZE = typer.Option(None, min=8, help="Layerwise: input image side (default: the "
+                          "network's own, e.g. 224, or 299 for Inception).")
+PRECISION = typer.Option("fp32", help="Layerwise: fp32, tf32, fp16 or bf16 (mixed precision "
+                         "on tensor cores).")
 
 # -- Prometheus (ingest-prometheus, eta) ------------------------------------------------------
 

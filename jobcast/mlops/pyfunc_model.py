@@ -52,7 +52,7 @@ from jobcast.service.forecast import ForecastFailure, Outcome
 from jobcast.service.forecaster import Forecaster
 from jobcast.service.request import FIELDS, Field, JobRequest
 from jobcast.service.routes import LAYERWISE_MODEL
-from layerwise.predictor import LayerPredictor
+from layerwise.shipped import load_predictor
 from models.calibration import ScaleCalibrator
 from models.e2e import FittedModel
 
@@ -184,7 +184,7 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
         predictor: Any = _NoPredictor()
         self.predictor_id = None
         if ARTIFACT_PREDICTOR in artifacts:
-            predictor = LayerPredictor.load(artifacts[ARTIFACT_PREDICTOR])
+            predictor = load_predictor(artifacts[ARTIFACT_PREDICTOR])
             self.predictor_id = directory_fingerprint(artifacts[ARTIFACT_PREDICTOR])[:12]
         self.setup(models, calibration, predictor)
 

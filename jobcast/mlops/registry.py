@@ -26,7 +26,7 @@ import pandas as pd
 from jobcast.mlops.pyfunc_model import directory_fingerprint, log_forecaster
 from jobcast.mlops.tracking import data_fingerprint, redact_url, resolve_tracking_uri, tracking
 from jobcast.service.calibration import fit_calibration
-from layerwise.predictor import LayerPredictor
+from layerwise.shipped import load_predictor
 from models.calibration import (
     ScaleCalibrator,
 )
@@ -133,7 +133,7 @@ def register_forecaster(
         raise RegistryError(f"layer predictor folder {predictor_dir} does not exist")
     predictor = None
     if predictor_dir is not None:
-        predictor = LayerPredictor.load(predictor_dir)
+        predictor = load_predictor(predictor_dir)
     calibrator, obs, skipped = ScaleCalibrator.empty(), pd.DataFrame(), []
     if calibrate and predictor is not None:
         calibrator, obs, skipped = fit_calibration(store, predictor, shrinkage)

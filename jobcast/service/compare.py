@@ -33,7 +33,8 @@ def compare(
     dataset_size: int | None = None,
     devices: list[str] | None = None,
     optimizer: str = "sgd",
-    image_size: int = 224,
+    image_size: int | None = None,
+    precision: str = "fp32",
 ) -> dict:
     """Forecast the job on every candidate; rows sorted by time, each with its cost rank."""
     if batch_size <= 0 or epochs <= 0:
@@ -56,7 +57,8 @@ def compare(
             (
                 device,
                 1,
-                JobRequest(device=device, optimizer=optimizer, image_size=image_size, **common),
+                JobRequest(device=device, optimizer=optimizer, image_size=image_size,
+                           precision=precision, **common),
             )
         )
     rows = []

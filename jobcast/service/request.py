@@ -5,7 +5,8 @@ Rules (:data:`FIELDS` is the only list of columns):
 * The five **core** columns ``network, deployment, batch_size, iterations, phase`` make a job
   table (a served table always has them; a value may be empty). The others are optional.
 * ``network`` and ``batch_size`` must have a value; ``phase`` defaults to ``train``,
-  ``optimizer`` to ``sgd``, ``image_size`` to 224.
+  ``optimizer`` to ``sgd``, ``precision`` to ``fp32`` (also tf32, fp16, bf16: mixed precision
+  on tensor cores), ``image_size`` to the network's own (224 for most, 299 for Inception).
 * Text is stripped; an empty cell, ``None`` or NaN means "not given".
 * Whole-number fields accept ``64`` and ``64.0``, not ``64.5``; every number must be finite.
 * An error names the field and, where the caller says it (``where``), the file and line.
@@ -20,6 +21,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from fleet.precision import parse_precision
 from ingest.events import PHASES
 
 Kind = Literal["text", "whole", "number"]
@@ -46,7 +48,8 @@ FIELDS: tuple[Field, ...] = (
     Field("optimizer", "text", default="sgd"),
     Field("epochs", "number"),
     Field("dataset_size", "whole"),
-    Field("image_size", "whole", default=224),
+    Field("image_size", "whole"),
+    Field("precision", "text", default="fp32"),
     Field("eval_every", "number"),
     Field("eval_size", "whole"),
     Field("stack", "text"),
@@ -76,7 +79,8 @@ class JobRequest:
     stack: str | None = None
     device: str | None = None
     optimizer: str = "sgd"
-    image_size: int = 224
+    image_size: int | None = None
+    precision: str = "fp32"
 
     def describe(self) -> dict:
         """The fields that are set, for echoing a request back."""
@@ -96,6 +100,12 @@ class JobRequest:
             raise JobRequestError(f"iterations must be >= 0, got {self.iterations}")
         if self.epochs is not None and self.epochs < 0:
             raise JobRequestError(f"epochs must be >= 0, got {self.epochs}")
+        if self.image_size is not None and self.image_size < 8:
+            raise JobRequestError(f"image_size must be >= 8, got {self.image_size}")
+        try:
+            parse_precision(self.precision)
+        except ValueError as exc:
+            raise JobRequestError(str(exc)) from None
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any], where: str | None = None) -> JobRequest:
@@ -143,10 +153,21 @@ def _field_value(spec: Field, value: Any, where: str | None) -> Any:
 
 def read_jobs_csv(path: str | Path) -> list[JobRequest]:
     """The jobs of a CSV (columns of :data:`FIELDS`); errors name the file and line."""
+    rows = read_jobs_rows(path)
+    for row in rows:
+        if isinstance(row, JobRequestError):
+            raise row
+    return rows  # type: ignore[return-value]
+
+
+def read_jobs_rows(path: str | Path) -> list[JobRequest | JobRequestError]:
+    """Like :func:`read_jobs_csv`, but a row with a bad value becomes its error (the file's
+    header problems still raise): one bad row never stops the others."""
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise JobRequestError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise JobRequestError(f"cannot read {path}: {reason}") from None
     reader = csv.DictReader(text.splitlines())
     header = [h.strip() for h in (reader.fieldnames or [])]
     missing = [f.name for f in FIELDS if f.needed and f.name not in header]
@@ -157,10 +178,13 @@ def read_jobs_csv(path: str | Path) -> list[JobRequest]:
     unknown = [h for h in header if h not in FIELD_BY_NAME]
     if unknown:
         raise JobRequestError(f"{path}:1: unknown column(s) {', '.join(unknown)}")
-    requests = []
+    requests: list[JobRequest | JobRequestError] = []
     for line, raw in enumerate(reader, start=2):
         row = {k.strip(): v for k, v in raw.items() if k}
-        requests.append(JobRequest.from_mapping(row, where=f"{path}:{line}"))
+        try:
+            requests.append(JobRequest.from_mapping(row, where=f"{path}:{line}"))
+        except JobRequestError as exc:
+            requests.append(exc)
     if not requests:
         raise JobRequestError(f"{path}: no jobs (only a header)")
     return requests

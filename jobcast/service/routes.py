@@ -137,6 +137,7 @@ class LayerwiseRoute:
             batch_size=per_device_batch,
             optimizer=None if req.optimizer in (None, "", "none") else req.optimizer,
             image_size=req.image_size,
+            precision=req.precision,
             dataset_size=req.dataset_size,
             epochs=req.epochs,
             predictor=self.predictor,
@@ -155,6 +156,8 @@ class LayerwiseRoute:
             steps = 1
         details = {
             **_details(result),
+            "batch_low": result["low"],
+            "batch_high": result["high"],
             "device": gpu.name,
             "devices": count,
             "iterations": steps,

@@ -41,7 +41,7 @@ class Forest:
     def predict(self, X: np.ndarray, chunk: int = 2048) -> np.ndarray:
         """Sum of the trees' leaf values plus the baseline, for each row of ``X``."""
         X = np.asarray(X, dtype=np.float64)
-        if len(X) > 256:  # many rows: walk one tree at a time over all rows
+        if len(X) * len(self.roots) > 400_000:  # many rows: one tree at a time over all rows
             return self._predict_per_tree(X)
         out = np.empty(len(X))
         feature = self.feature.astype(np.intp)

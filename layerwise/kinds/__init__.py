@@ -12,7 +12,20 @@ registration order is the column order of the benchmark CSV layout). Tests and p
 
 from __future__ import annotations
 
-from layerwise.kinds import act, add, bn, conv, dense, dwconv, pool
+from layerwise.kinds import (
+    act,
+    add,
+    bn,
+    concat,
+    conv,
+    dense,
+    dropout,
+    dwconv,
+    ln,
+    pad,
+    pool,
+    softmax,
+)
 from layerwise.kinds.base import InvalidLayerConfig, LayerKind
 from layerwise.kinds.registry import (
     KINDS,
@@ -31,6 +44,11 @@ register(pool.Pool())
 register(bn.BatchNorm())
 register(act.Activation())
 register(add.Add())
+register(ln.LayerNorm())
+register(softmax.Softmax())
+register(concat.Concat())
+register(pad.ZeroPad())
+register(dropout.Dropout())
 
 __all__ = ["KINDS", "InvalidLayerConfig", "LayerKind", "get_kind", "kind_for_keras",
            "kind_for_spec", "register", "spec_types", "unregister"]

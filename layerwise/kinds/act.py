@@ -15,8 +15,8 @@ from layerwise.kinds.plane import PlaneKind
 from layerwise.kinds.space import ACTIVATIONS, FeatureSpace, draw_choice
 
 # Keras activation layer classes -> the activation they apply (others: their ``activation``).
-CLASS_ACTIVATIONS = {"ReLU": "relu", "Softmax": "softmax", "LeakyReLU": "leaky_relu",
-                     "ELU": "elu"}
+# The ``Softmax`` layer is kind ``softmax``; ``Activation("softmax")`` stays here.
+CLASS_ACTIVATIONS = {"ReLU": "relu", "LeakyReLU": "leaky_relu", "ELU": "elu"}
 
 
 class Activation(PlaneKind):

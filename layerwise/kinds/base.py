@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
+from fleet.precision import bytes_per_element, parse_precision
 from layerwise.kinds.mapping import ACTIVATION_COST, NetworkSpecError, shape_text
 from layerwise.kinds.space import (
     ACTIVATIONS,
@@ -43,8 +44,9 @@ class InvalidLayerConfig(ValueError):
 
 
 def elem_bytes(row: Row) -> float:
-    """Bytes per element: ``precision`` bits / 8 (32 bits when missing)."""
-    return float(row.get("precision", 32) or 32) / 8.0
+    """Bytes per element of the row's ``precision`` (bits such as 32 or a name such as fp16;
+    fp32 when missing), see :func:`fleet.precision.bytes_per_element`."""
+    return float(bytes_per_element(parse_precision(row.get("precision", 32))))
 
 
 def act_flops(row: Row, elements: float) -> float:
@@ -141,6 +143,10 @@ class LayerKind:
     def weights(self, row: Row) -> int:
         """Number of parameters (trainable and not); 0 by default."""
         return 0
+
+    def gemm_shape(self, row: Row) -> tuple[int, int, int] | None:
+        """(M, N, K) of the matrix product the kind runs as, if any (None: not a GEMM)."""
+        return None
 
     # ------------------------------------------------------------------ hooks: TensorFlow
     def build(self, keras: Any, row: Row) -> Any:

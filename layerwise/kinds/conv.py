@@ -86,6 +86,12 @@ class Conv(WindowKind):
         k = int(row["kernelsize"])
         return float(np.prod(shape, dtype=float) * (k * k * int(row["channels_in"])))
 
+    def gemm_shape(self, row: Row) -> tuple[int, int, int] | None:
+        """Implicit GEMM: M = batch x output side², N = C_out, K = k² x C_in."""
+        _, side, _, cout = self.output_shape(row)
+        k = int(row["kernelsize"])
+        return int(row["batchsize"]) * side * side, cout, k * k * int(row["channels_in"])
+
     def weights(self, row: Row) -> int:
         k, cin, cout = int(row["kernelsize"]), int(row["channels_in"]), int(row["channels_out"])
         return k * k * cin * cout + (cout if as_bool(row.get("use_bias", True)) else 0)
@@ -101,6 +107,18 @@ class Conv(WindowKind):
         cfg, x, out = ctx.layer.config, ctx.layer.x, ctx.layer.out_shape
         act = ctx.activation(str(cfg.get("activation", "linear")))
         reasons = conv_reasons(cfg, x)
+        k = tuple(cfg.get("kernel_size", (1, 1)))
+        if (reasons and all(r.startswith("non-square kernel") for r in reasons)
+                and str(cfg.get("padding")) == "same"
+                and tuple(cfg.get("strides", (1, 1))) == (1, 1)):
+            # Rule: an h x w kernel (stride 1, same) runs as the implicit GEMM of the 1 x 1
+            # conv with h x w x C_in input channels: same M, N, K, FLOPs and weights.
+            ctx.note.append(f"{k[0]}x{k[1]} kernel priced as the 1x1 conv of the same GEMM")
+            return [ctx.known(self.name, {"matsize": x[0], "kernelsize": 1, "strides": 1,
+                                          "padding": "same", "channels_in": k[0] * k[1] * x[-1],
+                                          "channels_out": out[-1],
+                                          "use_bias": bool(cfg.get("use_bias", True)),
+                                          "activation": act})]
         if reasons:
             macs = float(np.prod(out, dtype=float)) * ctx.batch * kernel_elements(cfg) * x[-1] \
                 / int(cfg.get("groups", 1))

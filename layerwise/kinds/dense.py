@@ -51,6 +51,10 @@ class Dense(LayerKind):
     def forward_macs(self, row: Row, shape: tuple[int, ...]) -> float:
         return float(int(row["batchsize"]) * int(row["dim_input"]) * int(row["dim_output"]))
 
+    def gemm_shape(self, row: Row) -> tuple[int, int, int] | None:
+        """M = batch, N = outputs, K = inputs."""
+        return int(row["batchsize"]), int(row["dim_output"]), int(row["dim_input"])
+
     def weights(self, row: Row) -> int:
         din, dout = int(row["dim_input"]), int(row["dim_output"])
         return din * dout + (dout if as_bool(row.get("use_bias", True)) else 0)

@@ -127,10 +127,23 @@ def test_predict_jobs_csv(fitted_store, tmp_path):
     assert result.exit_code == 1  # a job failed
 
 
+def test_predict_jobs_csv_bad_row_gets_its_error_and_others_are_answered(tmp_path):
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("network,batch_size,device,precision\nresnet50,abc,V100,fp32\n"
+                    "resnet50,32,V100,fp16\nresnet50,32,V100,fp8\n")
+    result = runner.invoke(app, ["predict", "--jobs", str(jobs), "--json",
+                                 "--store", f"sqlite:///{tmp_path / 'x.db'}"])
+    assert result.exit_code == 1  # some jobs failed
+    out = json.loads(result.output)
+    assert "jobs.csv:2: batch_size must be a number" in out[0]["error"]
+    assert out[1]["route"] == "layerwise" and out[1]["low"] <= out[1]["seconds"] <= out[1]["high"]
+    assert out[1]["precision"] == "fp16" and out[1]["layers"]
+    assert "fp8" in out[2]["error"]
+
+
 @pytest.mark.parametrize(
     "content, message",
     [
-        ("network,batch_size\nresnet50,abc\n", "batch_size must be a number"),
         ("network,deployment\nresnet50,x\n", "missing column(s) batch_size"),
         ("network,batch_size,colour\nresnet50,8,red\n", "unknown column(s) colour"),
         ("network,batch_size\n", "no jobs"),

@@ -90,6 +90,24 @@ def test_predict_with_the_shipped_model(small_csvs, tmp_path):
     assert (pd.read_csv(out)["predicted_ms"] > 0).all()
 
 
+@pytest.mark.parametrize("name", ["neusight/elementwise_slice.csv.gz",
+                                  "neusight/linear_slice.csv.gz",
+                                  "justus2018/conv_slice.csv.gz"])
+def test_shipped_model_reads_reference_formats_as_they_are(name, tmp_path):
+    source = SAMPLES / name
+    out = tmp_path / "pred.csv"
+    result = invoke("layerwise", "predict", "--data", str(source), "--out", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    original = pd.read_csv(source)
+    written = pd.read_csv(out)
+    assert list(written.columns[: len(original.columns)]) == list(original.columns)
+    assert summary["rows"] == len(original) == summary["predicted"]
+    assert (written["low_ms"] <= written["predicted_ms"]).all()
+    assert (written["predicted_ms"] <= written["high_ms"]).all()
+    assert (written["predicted_ms"] > 0).all()
+
+
 def test_unseen_catalog_gpu(trained, small_csvs, tmp_path):
     frame = pd.read_csv(small_csvs["dense"]).assign(gpu="NVIDIA A100-SXM4-40GB")
     frame.to_csv(tmp_path / "a100.csv", index=False)

@@ -109,10 +109,10 @@ def test_keras_model_with_unknown_layer():
     import keras
 
     inp = keras.Input((12, 12, 3))
-    x = keras.layers.ZeroPadding2D(1)(inp)
+    x = keras.layers.ZeroPadding2D(((0, 1), (0, 1)))(inp)  # uneven: no kind takes it
     x = keras.layers.Conv2D(4, 3)(x)
     y = keras.layers.Conv2D(4, 1)(x)
-    x = keras.layers.Concatenate()([x, y])
+    x = keras.layers.Concatenate(axis=1)([x, y])  # not the channel axis: no kind
     x = keras.layers.GlobalAveragePooling2D()(x)
     model = keras.Model(inp, keras.layers.Dense(3)(x))
     out = forecast_network(model, device="cpu", batch_size=2, optimizer="sgd",

@@ -71,11 +71,15 @@ NET = {"name": "padded", "input_shape": [8, 8, 3], "layers": [
 
 @pytest.fixture
 def toy():
+    # the shipped ``pad`` kind owns ZeroPadding2D: step it aside, restore the registry after
+    saved = dict(KINDS)
+    unregister("pad")
     kind = register(ZeroPad())
     try:
         yield kind
     finally:
-        unregister("zeropad")
+        KINDS.clear()
+        KINDS.update(saved)
 
 
 def test_toy_kind_flows_through_specs_columns_and_sampling(toy):

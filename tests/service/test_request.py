@@ -31,7 +31,8 @@ def test_csv_row_table_row_and_flags_give_the_same_request(tmp_path):
     from_flags = JobRequest.from_mapping(dict(network="resnet50", deployment="8x V100",
                                               batch_size=256, iterations=1000))
     assert from_csv == from_table == from_flags
-    assert from_csv.phase == "train" and from_csv.image_size == 224
+    assert from_csv.phase == "train" and from_csv.precision == "fp32"
+    assert from_csv.image_size is None  # the network's own input side
 
 
 def test_errors_name_file_line_and_field(tmp_path):

@@ -1,0 +1,236 @@
+"""Whole-network step time from layer predictions: passes, fusion-free sum and fitted overheads.
+
+:func:`price_layers` asks the layer predictor for every computing row of a decomposed network
+(:class:`layerwise.network.Network`) and returns one entry per layer; :class:`Composition`
+turns the sum into a step time. Rules:
+
+* **Forward**: the row's forward time (optimizer ``none``) at the step's precision and
+  framework.
+* **Training step, GEMM kinds** (conv, dense): the predictor's training-step time of the row
+  (forward + weight gradient + optimizer update, learned from the Justus training rows) plus
+  the input gradient, priced as one more forward pass (its FLOPs equal the forward's) for every
+  layer but the first (``grad_input``).
+* **Training step, other kinds**: forward x (1 + ``BACKWARD_RATIO[kind]``): the backward pass
+  of a memory-bound op moves about that multiple of the forward's bytes (e.g. an activation's
+  gradient reads y and dy and writes dx: 3 tensors against the forward's 2).
+* **Composition** (:class:`Composition`, fitted on whole networks): step = ``scale[class]`` x
+  sum + ``kernel_ms`` x kernels + ``step_ms``, where class is ``fp32`` or ``tensor`` (mixed
+  precision / TF32 on tensor cores)
+  and kernels counts the priced kernels (forward, weight and input gradient). The
+  interval comes from the log residuals of the fit on networks of GPUs left out, widened to
+  the layer intervals' sum when that is wider.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+
+from fleet.precision import parse_precision
+from layerwise.layers import LAYER_TYPES
+from layerwise.roofline import family_of
+
+BACKWARD_RATIO = {"act": 1.5, "add": 0.5, "bn": 2.0, "pool": 1.5, "dwconv": 2.0, "ln": 2.0,
+                  "softmax": 1.5, "concat": 1.0, "pad": 1.0, "dropout": 1.0}
+DEFAULT_BACKWARD_RATIO = 1.5
+ROUGH_INTERVAL = (0.3, 3.0)
+
+
+def rough_ms(row: dict, hw: dict, training: bool) -> float:
+    """A layer no kind expresses: max(FLOPs / 30 % of peak, bytes / 50 % of bandwidth), x3 when
+    training (forward, input and weight gradients)."""
+    peak = float(hw.get("hw_peak_tflops") or math.nan) * 1e12
+    bandwidth = float(hw.get("hw_bandwidth_gbs") or math.nan) * 1e9
+    compute = float(row.get("flops", 0.0)) / (0.3 * peak) if peak > 0 else 0.0
+    memory = (float(row.get("bytes_in", 0.0)) + float(row.get("bytes_out", 0.0))) / \
+        (0.5 * bandwidth) if bandwidth > 0 else 0.0
+    seconds = max(compute, memory) * (3.0 if training else 1.0)
+    return 1000.0 * seconds if math.isfinite(seconds) else 0.0
+COMPOSITION_FILE = "composition.json"
+
+
+def _query(row: dict, optimizer: str, precision: str, framework: str, hw: dict) -> dict:
+    kind = LAYER_TYPES[row["layer"]]
+    q = {c: row[c] for c in kind.columns if c in row}
+    q.update(layer=row["layer"], optimizer=optimizer, precision=precision, framework=framework)
+    q.update({k: v for k, v in hw.items() if k == "gpu" or k.startswith("hw_")})
+    return q
+
+
+def price_layers(rows: list[dict], predictor: Any, hw: dict, precision: str, training: bool,
+                 optimizer: str, framework: str = "tensorflow") -> pd.DataFrame:
+    """One entry per network row: ms, low_ms, high_ms, method, flags (see module rules)."""
+    predictor = getattr(predictor, "network_model", predictor)
+    known = predictor.known_layers
+    queries: list[dict] = []
+    plan: list[tuple[int, str, int | None, int | None]] = []
+    for i, row in enumerate(rows):
+        kind = row["layer"]
+        if kind == "view" or kind not in known:
+            plan.append((i, "none" if kind == "view" else "unpriced", None, None))
+            continue
+        fwd = len(queries)
+        queries.append(_query(row, "none", precision, framework, hw))
+        train = None
+        if training and family_of(kind) == "gemm":
+            train = len(queries)
+            queries.append(_query(row, optimizer, precision, framework, hw))
+        plan.append((i, "predictor", fwd, train))
+    # repeated blocks ask the same rows many times: predict each distinct row once
+    keys = [tuple(sorted((k, str(v)) for k, v in q.items())) for q in queries]
+    first: dict[tuple, int] = {}
+    distinct: list[dict] = []
+    slot = []
+    for key, q in zip(keys, queries, strict=True):
+        if key not in first:
+            first[key] = len(distinct)
+            distinct.append(q)
+        slot.append(first[key])
+    pred = predictor.predict(pd.DataFrame(distinct)) if distinct else pd.DataFrame()
+    take = np.asarray(slot, dtype=int)
+    cols = {c: pred[c].to_numpy(float)[take] if len(pred) else np.zeros(0)
+            for c in ("predicted_ms", "low_ms", "high_ms")}
+    flags = {c: (pred[c].to_numpy(bool)[take] if c in pred.columns else np.zeros(len(take), bool))
+             for c in ("extrapolated", "own_data")}
+    entries = []
+    for i, method, fwd, train in plan:
+        row = rows[i]
+        entry = {"name": row["name"], "layer": row["layer"], "keras_class": row["keras_class"],
+                 "method": method, "flops": float(row["flops"]), "ms": 0.0, "low_ms": 0.0,
+                 "high_ms": 0.0, "kernels": 0, "extrapolated": False, "own_data": True,
+                 "note": row.get("note", "")}
+        if method == "predictor":
+            f = np.array([cols[c][fwd] for c in ("predicted_ms", "low_ms", "high_ms")])
+            if not training:
+                total, kernels = f, 1
+            elif train is not None:
+                total = np.array([cols[c][train] for c in ("predicted_ms", "low_ms", "high_ms")])
+                kernels = 2
+                if row.get("grad_input", True):
+                    total, kernels = total + f, 3
+            else:
+                total = f * (1.0 + BACKWARD_RATIO.get(row["layer"], DEFAULT_BACKWARD_RATIO))
+                kernels = 2
+            entry.update(ms=float(total[0]), low_ms=float(total[1]), high_ms=float(total[2]),
+                         kernels=kernels, extrapolated=bool(flags["extrapolated"][fwd]),
+                         own_data=bool(flags["own_data"][fwd]))
+        elif method == "unpriced":
+            ms = rough_ms(row, hw, training)
+            entry.update(method="roofline", ms=ms, low_ms=ms * ROUGH_INTERVAL[0],
+                         high_ms=ms * ROUGH_INTERVAL[1], kernels=3 if training else 1,
+                         own_data=False)
+            entry["note"] = (entry["note"] + "; " if entry["note"] else "") + \
+                "no layer kind: rough roofline (30 % of peak, 50 % of bandwidth)"
+        entries.append(entry)
+    return pd.DataFrame(entries)
+
+
+def precision_class(precision: str, hw: dict) -> str:
+    """``tensor`` when the step runs on tensor cores (catalog), else ``fp32``."""
+    p = parse_precision(precision)
+    if p.value == "fp32" or hw.get("hw_kind") == "cpu":
+        return "fp32"
+    try:
+        from fleet.catalog import resolve_gpu
+
+        return "tensor" if resolve_gpu(str(hw.get("hw_model") or hw["gpu"])) \
+            .has_tensor_cores(p) else "fp32"
+    except (KeyError, ValueError):
+        return "fp32"
+
+
+class Composition(BaseEstimator):
+    """step_ms = scale[class] x sum_ms + kernel_ms x kernels + step_ms (see module rules).
+
+    ``fit(X, y)``: X has ``sum_ms`` (all priced layers), ``kernels`` and ``precision_class``;
+    y the measured step ms; the fit minimises squared log errors. One scale per class for all
+    layers: a separate memory-bound scale was tried and fitted to zero (memory-bound layers
+    free), which is not physical, so it was dropped. ``coverage``: the interval from the log
+    residuals (``residuals`` given to ``fit``, e.g. leave-one-GPU-out ones, take precedence).
+    """
+
+    def __init__(self, coverage: float = 0.9):
+        self.coverage = coverage
+
+    def fit(self, X: pd.DataFrame, y: Any, residuals: Any = None) -> Composition:
+        from scipy.optimize import least_squares
+
+        y = np.asarray(y, float)
+        classes = sorted(set(X["precision_class"]))
+        s, k = X["sum_ms"].to_numpy(float), X["kernels"].to_numpy(float)
+        c = X["precision_class"].to_numpy()
+        n = len(classes)
+
+        def model(theta: np.ndarray) -> np.ndarray:
+            scale = np.ones(len(s))
+            for j, name in enumerate(classes):
+                scale[c == name] = math.exp(theta[j])
+            return scale * s + math.exp(theta[n]) * k + math.exp(theta[n + 1])
+
+        theta0 = np.array([0.0] * n + [math.log(0.005), math.log(1.0)])
+        fit = least_squares(lambda t: np.log(model(t)) - np.log(y), theta0)
+        self.scale_ = {name: float(math.exp(fit.x[j])) for j, name in enumerate(classes)}
+        self.kernel_ms_ = float(math.exp(fit.x[n]))
+        self.step_ms_ = float(math.exp(fit.x[n + 1]))
+        resid = (np.asarray(residuals, float) if residuals is not None
+                 else np.log(y) - np.log(model(fit.x)))
+        alpha = (1.0 - self.coverage) / 2.0
+        self.log_low_ = min(float(np.quantile(resid, alpha)), 0.0)
+        self.log_high_ = max(float(np.quantile(resid, 1.0 - alpha)), 0.0)
+        self.n_fit_ = int(len(y))
+        return self
+
+    def scale_for(self, pclass: str) -> float:
+        """The layer-sum scale of a precision class (fp32's for an unknown class)."""
+        return self.scale_.get(pclass, self.scale_.get("fp32", 1.0))
+
+    def step(self, sum_ms: float, low_ms: float, high_ms: float, kernels: int,
+             pclass: str) -> tuple[float, float, float]:
+        """(ms, low, high) of one step from the layer sums."""
+        scale = self.scale_for(pclass)
+        extra = self.kernel_ms_ * kernels + self.step_ms_
+        ms = scale * sum_ms + extra
+        low = min(ms * math.exp(self.log_low_), scale * low_ms + extra)
+        high = max(ms * math.exp(self.log_high_), scale * high_ms + extra)
+        return ms, low, high
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"coverage": self.coverage, "scale": self.scale_, "kernel_ms": self.kernel_ms_,
+                "step_ms": self.step_ms_, "log_low": self.log_low_, "log_high": self.log_high_,
+                "n_fit": self.n_fit_}
+
+    def save(self, directory: str | Path) -> Path:
+        path = Path(directory) / COMPOSITION_FILE
+        path.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True))
+        return path
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Composition:
+        comp = cls(coverage=float(doc.get("coverage", 0.9)))
+        comp.scale_ = {str(k): float(v) for k, v in doc["scale"].items()}
+        comp.kernel_ms_, comp.step_ms_ = float(doc["kernel_ms"]), float(doc["step_ms"])
+        comp.log_low_, comp.log_high_ = float(doc["log_low"]), float(doc["log_high"])
+        comp.n_fit_ = int(doc.get("n_fit", 0))
+        return comp
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Composition | None:
+        path = Path(directory) / COMPOSITION_FILE
+        if not path.is_file():
+            return None
+        try:
+            return cls.from_dict(json.loads(path.read_text()))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: bad composition file ({exc})") from None
+
+    @classmethod
+    def identity(cls) -> Composition:
+        """No fitted overheads: the plain sum, interval = the layer intervals' sum."""
+        return cls.from_dict({"scale": {"fp32": 1.0, "tensor": 1.0}, "kernel_ms": 0.0,
+                              "step_ms": 0.0, "log_low": 0.0, "log_high": 0.0})

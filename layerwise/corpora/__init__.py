@@ -1,0 +1,1 @@
+"""Readers for public whole-network benchmark corpora (measured training throughput)."""

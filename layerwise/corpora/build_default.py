@@ -1,0 +1,82 @@
+"""Train the shipped predictor on all shared data: layer efficiency, then whole-network composition.
+
+    python -m layerwise.corpora.build_default [--out layerwise/data/default_predictor]
+
+1. :class:`~layerwise.efficiency.EfficiencyPredictor` on every Justus (TF 1.10, six GPUs,
+   forward and training step) and NeuSight (PyTorch 2.1, five GPUs, forward) row, with
+   leave-one-chip-out intervals for unseen GPUs.
+2. :class:`~layerwise.compose.Composition` on the Lambda tf_cnn_benchmarks networks (1 GPU,
+   synthetic, training, fp32 and fp16, four GPUs), its interval from leave-one-GPU-out
+   residuals of the composition. ``benchmarks/layerwise_networks.py`` reports the stricter
+   figure where the layer predictor also leaves the GPU out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from layerwise.compose import Composition
+from layerwise.corpora.network_fit import lambda_targets, leave_one_gpu_out, network_sums
+from layerwise.corpora.tables import load_justus, load_neusight, shared_data_dir
+from layerwise.efficiency import EfficiencyPredictor
+from layerwise.predictor import DEFAULT_DIR
+
+
+def build(out: Path, max_iter: int = 400, justus_rows: int = 0,
+          composition_only: bool = False) -> dict:
+    """Fit, save into ``out`` and return a summary (rows, seconds, composition).
+
+    ``composition_only``: keep the layer predictor saved in ``out``, refit the composition.
+    """
+    start = time.perf_counter()
+    summary: dict = {}
+    if composition_only:
+        predictor = EfficiencyPredictor.load(out)
+    else:
+        j_rows, j_ms = load_justus()
+        if justus_rows and len(j_rows) > justus_rows:
+            pick = np.sort(np.random.default_rng(0).choice(len(j_rows), justus_rows,
+                                                           replace=False))
+            j_rows, j_ms = j_rows.iloc[pick], j_ms.iloc[pick]
+        n_rows, n_ms = load_neusight()
+        rows, ms = pd.concat([j_rows, n_rows]), pd.concat([j_ms, n_ms])
+        predictor = EfficiencyPredictor(max_iter=max_iter).fit(
+            rows, ms, progress=lambda chip: print(f"  interval fold without {chip}", flush=True))
+        summary.update(rows=int(len(rows)), justus_rows=int(len(j_rows)),
+                       neusight_rows=int(len(n_rows)))
+    fit_s = time.perf_counter() - start
+    targets = lambda_targets(shared_data_dir() / "lambda")
+    sums = network_sums(targets, predictor)
+    loo = leave_one_gpu_out(sums)
+    resid = np.log(loo["step_ms"] / loo["pred_ms"]).to_numpy()
+    predictor.composition_ = Composition().fit(sums, sums["step_ms"], residuals=resid)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in ("predictor.json", "conv.npz", "dense.npz"):
+        (out / old).unlink(missing_ok=True)
+    predictor.save(out)
+    summary.update(fit_seconds=round(fit_s, 1), composition=predictor.composition_.to_dict(),
+                   composition_loo_mape=float(loo["ape"].mean()),
+                   bytes=int(sum(p.stat().st_size for p in out.iterdir())))
+    return summary
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=DEFAULT_DIR)
+    ap.add_argument("--max-iter", type=int, default=400)
+    ap.add_argument("--justus-rows", type=int, default=0, help="subsample (0 = all rows)")
+    ap.add_argument("--composition-only", action="store_true",
+                    help="refit only the composition of the predictor saved in --out")
+    args = ap.parse_args()
+    print(json.dumps(build(args.out, args.max_iter, args.justus_rows, args.composition_only),
+                     indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Loading predictors, and the shipped one: roofline efficiency plus the per-type specialist.
+
+Rules:
+
+* :func:`load_predictor` reads either saved format: roofline efficiency (``efficiency.json``)
+  or per-layer-type (``predictor.json``). An efficiency folder with a ``specialist/``
+  sub-folder (a per-type predictor) loads as a :class:`HybridPredictor`.
+* :class:`HybridPredictor`: the per-type gradient-boosted trees answer the rows they were
+  built for and win on — single-layer TensorFlow fp32 conv/dense rows on a GPU among their
+  training devices (Justus split: 4.5–5.8 % conv MAPE against the efficiency model's 13–15 %);
+  the efficiency model answers every other row. ``model`` says which answered.
+* Network forecasts use ``network_model`` (the efficiency model alone), so a whole network is
+  priced the same way on every GPU and the fitted composition applies.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleet.precision import Precision, parse_precision
+from layerwise.efficiency import EfficiencyPredictor
+from layerwise.features import hardware_frame, hardware_signatures
+from layerwise.predictor import DEFAULT_DIR, LayerPredictor
+
+SPECIALIST_DIR = "specialist"
+
+
+class HybridPredictor:
+    """The efficiency model, with a per-type specialist for its home rows (module rules)."""
+
+    def __init__(self, efficiency: EfficiencyPredictor, specialist: LayerPredictor):
+        self.efficiency = efficiency
+        self.specialist = specialist
+        self.composition_ = getattr(efficiency, "composition_", None)
+        self.families_ = efficiency.families_
+
+    @property
+    def network_model(self) -> EfficiencyPredictor:
+        return self.efficiency
+
+    @property
+    def known_layers(self) -> set[str]:
+        return self.efficiency.known_layers
+
+    def _home(self, rows: pd.DataFrame) -> np.ndarray:
+        """Rows the specialist answers (see module rules)."""
+        layer = rows["layer"].astype(str)
+        home = layer.isin(sorted(self.specialist.known_layers)).to_numpy().copy()
+        fw = rows["framework"].astype(str).str.lower() if "framework" in rows.columns else None
+        if fw is not None:
+            home &= fw.isin(["tensorflow", "", "nan"]).to_numpy()
+        if "precision" in rows.columns:
+            home &= np.array([parse_precision(p) is Precision.FP32 for p in rows["precision"]])
+        if not home.any():
+            return home
+        try:
+            sig = hardware_signatures(_signature_features(rows.loc[home]))
+        except ValueError:
+            return np.zeros(len(rows), dtype=bool)
+        known = np.zeros(int(home.sum()), dtype=bool)
+        for lm in self.specialist.layers_.values():
+            if len(lm.signatures):
+                known |= (sig[:, None, :] == lm.signatures[None, :, :]).all(axis=2).any(axis=1)
+        home[np.flatnonzero(home)] = known
+        return home
+
+    def predict(self, rows: pd.DataFrame) -> pd.DataFrame:
+        out = self.efficiency.predict(rows)
+        out["model"] = "efficiency"
+        home = self._home(rows)
+        if home.any():
+            part = rows.loc[home].copy()
+            part["precision"] = 32
+            spec = self.specialist.predict(part)
+            for col in ("predicted_ms", "low_ms", "high_ms"):
+                out.loc[part.index, col] = spec[col].to_numpy(float)
+            out.loc[part.index, "model"] = "per-type-gbt"
+        return out
+
+
+def _signature_features(rows: pd.DataFrame) -> pd.DataFrame:
+    """The hardware columns ``hardware_signatures`` reads, from the rows' GPUs."""
+    hw = hardware_frame(rows)
+    return pd.DataFrame({
+        "log_peak_tflops": np.log(hw["hw_peak_tflops"]),
+        "log_bandwidth_gbs": np.log(hw["hw_bandwidth_gbs"]),
+        "clock_ghz": hw["hw_clock_mhz"] / 1000.0, "cores": hw["hw_cores"],
+        "log_memory_gb": np.log(hw["hw_memory_gb"]),
+    }, index=rows.index)
+
+
+def load_predictor(directory: str | Path) -> Any:
+    """A saved predictor of either format (see the module rules)."""
+    path = Path(directory)
+    if (path / "efficiency.json").is_file():
+        efficiency = EfficiencyPredictor.load(path)
+        if (path / SPECIALIST_DIR / "predictor.json").is_file():
+            return HybridPredictor(efficiency, LayerPredictor.load(path / SPECIALIST_DIR))
+        return efficiency
+    if (path / "predictor.json").is_file():
+        return LayerPredictor.load(path)
+    raise FileNotFoundError(f"{path}: not a saved layer predictor (no efficiency.json or "
+                            "predictor.json)")
+
+
+@lru_cache(maxsize=1)
+def default_predictor() -> Any:
+    """The predictor shipped with jobcast (``layerwise/data/default_predictor``)."""
+    if not (DEFAULT_DIR / "efficiency.json").is_file() and \
+            not (DEFAULT_DIR / "predictor.json").is_file():
+        raise FileNotFoundError(
+            f"the default layer predictor is missing from {DEFAULT_DIR}; "
+            "reinstall jobcast or build it with `python -m layerwise.corpora.build_default`"
+        )
+    return load_predictor(DEFAULT_DIR)

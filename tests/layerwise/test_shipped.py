@@ -1,0 +1,43 @@
+"""The shipped predictor: per-type trees on their home rows, the efficiency model elsewhere."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from paths import DATA
+
+from layerwise.efficiency import EfficiencyPredictor
+from layerwise.forecast import forecast_network
+from layerwise.predictor import DEFAULT_DIR
+from layerwise.shipped import HybridPredictor, default_predictor, load_predictor
+from layerwise.sources import kind_rows
+
+
+@pytest.fixture(scope="module")
+def shipped() -> HybridPredictor:
+    predictor = default_predictor()
+    assert isinstance(predictor, HybridPredictor)
+    return predictor
+
+
+def test_each_row_goes_to_the_model_built_for_it(shipped):
+    rows, _ = kind_rows(pd.read_csv(DATA / "justus2018" / "conv_slice.csv.gz"))
+    rows = rows.head(20)
+    assert set(shipped.predict(rows)["model"]) == {"per-type-gbt"}  # TF fp32 on a Justus GPU
+    for change in ({"gpu": "A100"}, {"precision": "fp16"}, {"framework": "pytorch"}):
+        out = shipped.predict(rows.assign(**change))
+        assert set(out["model"]) == {"efficiency"}, change
+    neusight, _ = kind_rows(pd.read_csv(DATA / "neusight" / "ln_slice.csv.gz"))
+    assert set(shipped.predict(neusight)["model"]) == {"efficiency"}
+
+
+def test_networks_are_priced_by_the_efficiency_model_alone(shipped, tmp_path):
+    alone = EfficiencyPredictor.load(DEFAULT_DIR)  # the same folder, specialist ignored
+    kw = dict(device="V100", batch_size=64, optimizer="sgd")
+    assert forecast_network("resnet50", predictor=shipped, **kw)["batch_seconds"] == \
+        forecast_network("resnet50", predictor=alone, **kw)["batch_seconds"]
+
+
+def test_a_folder_without_a_predictor_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="efficiency.json or predictor.json"):
+        load_predictor(tmp_path)
