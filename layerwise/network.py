@@ -28,6 +28,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +221,14 @@ def zoo_layers(source: Any, image_size: int | None = None) -> tuple[str, list[Ne
     return spec.model_name, spec.layers
 
 
+@lru_cache(maxsize=32)
+def _named_layers(name: str, image_size: int | None) -> tuple[str, list[NetLayer]]:
+    """A named network built with TensorFlow at a non-default size, decomposed once per
+    (name, size) in a process: its layers do not depend on the batch."""
+    model = load_model(name, image_size)
+    return str(getattr(model, "name", "network")), _keras_layers(model)
+
+
 def load_model(source: Any, image_size: int | None = None) -> Any:
     """A Keras model from an instance, a ``.keras`` file or an application name."""
     if hasattr(source, "layers"):
@@ -358,6 +367,8 @@ def decompose(source: Any, *, batch_size: int = 1, optimizer: str = "none",
         name = str(spec.get("name", "network"))
     elif (found := zoo_layers(source, image_size)) is not None:
         name, layers = found
+    elif isinstance(source, str) and not source.endswith((".keras", ".h5")):
+        name, layers = _named_layers(source, image_size)
     else:
         model = load_model(source, image_size)
         layers = _keras_layers(model)
