@@ -102,7 +102,8 @@ def price_layers(rows: list[dict], predictor: Any, hw: dict, precision: str, tra
     for i, method, fwd, train in plan:
         row = rows[i]
         entry = {"name": row["name"], "layer": row["layer"], "keras_class": row["keras_class"],
-                 "method": method, "flops": float(row["flops"]), "ms": 0.0, "low_ms": 0.0,
+                 "method": method, "flops": float(row["flops"]),
+                 "params": int(row.get("params", 0) or 0), "ms": 0.0, "low_ms": 0.0,
                  "high_ms": 0.0, "kernels": 0, "extrapolated": False, "own_data": True,
                  "note": row.get("note", "")}
         if method == "predictor":

@@ -26,6 +26,7 @@ from layerwise.forecast import forecast_network
 from models.calibration import ScaleCalibrator, network_key
 from models.e2e import FittedModel, NoModelError, choose, forecast
 from models.job import JobPlan, forecast_job
+from models.scaling import DataParallelScaling, allreduce_ms
 
 LAYERWISE_MODEL = "layerwise/default"
 _CORE = ("seconds", "low", "high", "unit", "route", "model", "extrapolated")
@@ -143,21 +144,28 @@ class LayerwiseRoute:
             predictor=self.predictor,
         )
         warnings = list(result.get("warnings", []))
+        batch_s, batch_low, batch_high = result["batch_seconds"], result["low"], result["high"]
+        parallel: dict[str, Any] = {}
         if count > 1:
+            batch_s, batch_low, batch_high, parallel = _data_parallel(req, gpu.name, count,
+                                                                      result)
             warnings.append(
                 f"data parallel over {count} devices: per-device batch {per_device_batch}; "
-                "communication time is not modelled"
+                f"gradient all-reduce over {parallel['interconnect']}"
+                + (f" (assumed: {'; '.join(parallel['assumed'])})" if parallel["assumed"] else "")
             )
         if req.iterations is not None:
             steps = req.iterations
-        elif result.get("job_seconds") is not None:
-            steps = result["job_seconds"] / result["batch_seconds"]
+        elif req.epochs is not None and req.dataset_size is not None:
+            steps = req.epochs * math.ceil(req.dataset_size / req.batch_size)
         else:
             steps = 1
         details = {
             **_details(result),
-            "batch_low": result["low"],
-            "batch_high": result["high"],
+            "batch_seconds": batch_s,
+            "batch_low": batch_low,
+            "batch_high": batch_high,
+            **parallel,
             "device": gpu.name,
             "devices": count,
             "iterations": steps,
@@ -166,13 +174,33 @@ class LayerwiseRoute:
         }
         return Forecast(
             job=req,
-            seconds=result["batch_seconds"] * steps,
-            low=result["low"] * steps,
-            high=result["high"] * steps,
+            seconds=batch_s * steps,
+            low=batch_low * steps,
+            high=batch_high * steps,
             route=self.name,
             model=LAYERWISE_MODEL,
             details=details,
         )
+
+
+def _data_parallel(req: JobRequest, gpu: str, count: int,
+                   result: dict) -> tuple[float, float, float, dict[str, Any]]:
+    """(step s, low, high, details) of one data-parallel step: the per-device step plus the
+    exposed gradient all-reduce (:mod:`models.scaling`)."""
+    deployment = (Deployment.parse(req.deployment) if req.deployment
+                  else Deployment(gpu, count))
+    ic = deployment.interconnect()
+    ar = allreduce_ms(result["params"], req.precision, deployment)
+    model = DataParallelScaling.load()
+    step1 = result["batch_seconds"] * 1000.0
+    tensors = sum(1 for layer in result.get("layers", []) if layer.get("params"))
+    ms, low, high = model.step(step1, ar, count, req.precision, tensors)
+    factor = ms / step1
+    details = {"interconnect": ic.describe(), "assumed": list(ic.assumed),
+               "allreduce_ms": ar, "single_device_batch_seconds": result["batch_seconds"],
+               "scaling": {"overlap": model.overlap_, "sync": model.sync_}}
+    return (ms / 1000.0, result["low"] * factor * low / ms, result["high"] * factor * high / ms,
+            details)
 
 
 def calibrate(plain: Forecast, calibrator: ScaleCalibrator | None) -> Forecast:

@@ -184,3 +184,22 @@ def test_fit_on_empty_store_says_what_to_do(tmp_path):
     result = runner.invoke(app, ["fit", "--store", f"sqlite:///{tmp_path / 'empty.db'}"])
     assert result.exit_code == 2
     assert "jobcast ingest" in result.output
+
+
+def test_multi_gpu_layerwise_forecast_adds_the_allreduce(tmp_path):
+    store = f"sqlite:///{tmp_path / 'empty.db'}"
+    common = ["predict", "--network", "resnet50", "--iterations", "100", "--store", store,
+              "--json"]
+    one = json.loads(runner.invoke(app, [*common, "--batch-size", "32", "--device", "2080 Ti"])
+                     .output)
+    eight = runner.invoke(app, [*common, "--batch-size", "256",
+                                "--deployment", "8x GeForce RTX 2080 Ti"])
+    assert eight.exit_code == 0, eight.output
+    out = json.loads(eight.output)
+    assert out["route"] == "layerwise" and out["devices"] == 8
+    assert out["interconnect"].startswith("pcie-nop2p") and out["assumed"]
+    assert out["allreduce_ms"] > 0
+    # per-device batch 32 plus communication: slower per step than one GPU at batch 32
+    assert out["batch_seconds"] > one["batch_seconds"]
+    assert out["seconds"] == pytest.approx(100 * out["batch_seconds"])
+    assert out["low"] <= out["seconds"] <= out["high"]
