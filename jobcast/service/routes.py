@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from fleet.catalog import resolve_gpu
 from fleet.deployment import Deployment, deployment_key, normalise_deployment
 from jobcast.service.forecast import Forecast, Route
+from jobcast.service.other_counts import scale_to_count
 from jobcast.service.request import JobRequest, JobRequestError
 from layerwise.forecast import forecast_network
 from models.calibration import ScaleCalibrator, network_key
@@ -91,15 +92,16 @@ class EndToEndRoute:
             return forecast_job(self.models, plan)
         if req.iterations is None:
             raise JobRequestError("give iterations, or epochs with dataset_size")
-        model = choose(
-            self.models,
-            req.network,
-            deployment,
-            req.phase,
-            req.stack,
-            req.iterations,
-            req.batch_size,
-        )
+        try:
+            model = choose(
+                self.models, req.network, deployment, req.phase, req.stack, req.iterations,
+                req.batch_size,
+            )
+        except NoModelError:
+            scaled = scale_to_count(self.models, req, deployment)
+            if scaled is None:
+                raise
+            return scaled
         return forecast(model, req.iterations, req.batch_size)
 
     def model_of(self, forecast_: Forecast) -> FittedModel | None:

@@ -203,3 +203,25 @@ def test_multi_gpu_layerwise_forecast_adds_the_allreduce(tmp_path):
     assert out["batch_seconds"] > one["batch_seconds"]
     assert out["seconds"] == pytest.approx(100 * out["batch_seconds"])
     assert out["low"] <= out["seconds"] <= out["high"]
+
+
+def test_history_at_another_gpu_count_answers_end_to_end(fitted_store):
+    def ask(deployment: str, batch: int) -> dict:
+        result = invoke("predict", "--network", "resnet50", "--deployment", deployment,
+                        "--batch-size", str(batch), "--iterations", "1000",
+                        "--store", fitted_store, "--json")
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    eight = ask("nvidia-a100-sxm4-40gb-x8", 3264)  # the history
+    four = ask("4x A100-SXM4-40GB", 1632)  # same per-GPU batch, half the GPUs
+    sixteen = ask("2x8 A100-SXM4-40GB IB200", 6528)
+    assert eight["route"] == four["route"] == sixteen["route"] == "end-to-end"
+    assert "+scaled/x8-to-x4" in four["model"] and four["extrapolated"]
+    assert four["scaled_from"] == "nvidia-a100-sxm4-40gb-x8"
+    assert four["low"] <= four["seconds"] <= four["high"]
+    # more replicas to keep in step: the same per-GPU work takes longer on 16 than on 8 or 4
+    assert four["step_ms"] < four["source_step_ms"] < sixteen["step_ms"]
+    assert sixteen["interconnect"].endswith("ib200 25 GB/s")
+    other = ask("8x H100 SXM5", 2048)  # no history on this accelerator at any count
+    assert other["route"] != "end-to-end"
