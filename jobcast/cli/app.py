@@ -206,6 +206,8 @@ def compare(
     optimizer: str = typer.Option("sgd", help="Layerwise: optimizer of the training step."),
     image_size: int | None = IMAGE_SIZE,
     precision: str = PRECISION,
+    gpus: str = typer.Option("1", help="GPU counts to rank per device, e.g. 1,2,4,8 (the "
+                             "global batch is split over them)."),
     store: str | None = STORE,
     as_json: bool = AS_JSON,
 ) -> None:
@@ -214,6 +216,10 @@ def compare(
     from jobcast.service.forecaster import Forecaster
     from jobcast.service.prices import PriceTableError, load_prices
 
+    try:
+        counts = [int(v) for v in gpus.split(",") if v.strip()]
+    except ValueError:
+        fail(f"--gpus must be comma-separated whole numbers, got {gpus!r}")
     try:
         table = load_prices(prices)
         result = run_compare(
@@ -227,6 +233,7 @@ def compare(
             optimizer=optimizer,
             image_size=image_size,
             precision=precision,
+            counts=counts,
         )
     except (PriceTableError, ValueError) as exc:
         fail(str(exc))

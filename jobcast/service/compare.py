@@ -1,7 +1,10 @@
 """Rank deployments for one job by forecast time and by cost.
 
 Candidates are every deployment the network has history on (end-to-end route) and every
-GPU of the price table (layerwise route, one GPU), or the devices the caller names.
+GPU of the price table (layerwise route), or the devices the caller names, at each GPU count
+of ``counts`` (default 1): the job's global batch is split over the GPUs (data parallel).
+``scaling_efficiency`` = time on one GPU / (N x time on N GPUs) of the same device, when the
+1-GPU row is among the candidates.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def compare(
     optimizer: str = "sgd",
     image_size: int | None = None,
     precision: str = "fp32",
+    counts: list[int] | None = None,
 ) -> dict:
     """Forecast the job on every candidate; rows sorted by time, each with its cost rank."""
     if batch_size <= 0 or epochs <= 0:
@@ -52,15 +56,14 @@ def compare(
     for dep in deployments:
         parsed = Deployment.parse(dep)
         requests.append((parsed.accelerator, parsed.count, JobRequest(deployment=dep, **common)))
+    counts = sorted(set(counts or [1]))
+    if any(n < 1 for n in counts):
+        raise ValueError(f"GPU counts must be >= 1, got {counts}")
     for device in devices if devices is not None else sorted(prices.usd_per_gpu_hour):
-        requests.append(
-            (
-                device,
-                1,
-                JobRequest(device=device, optimizer=optimizer, image_size=image_size,
-                           precision=precision, **common),
-            )
-        )
+        for n in counts:
+            where = {"device": device} if n == 1 else {"deployment": f"{n}x {device}"}
+            requests.append((device, n, JobRequest(optimizer=optimizer, image_size=image_size,
+                                                   precision=precision, **where, **common)))
     rows = []
     for gpu, count, req in requests:
         outcome = forecaster.forecast(req)
@@ -88,6 +91,12 @@ def compare(
                 "usd_high": cost["high"],
             }
         )
+    single = {r["candidate"][: -len(" x1")]: r["seconds"] for r in rows
+              if "error" not in r and r["candidate"].endswith(" x1")}
+    for r in rows:
+        device = r["candidate"].split("x ", 1)[-1] if r["gpus"] > 1 else None
+        if "error" not in r and device in single:
+            r["scaling_efficiency"] = single[device] / (r["gpus"] * r["seconds"])
     ok = sorted((r for r in rows if "error" not in r), key=lambda r: r["seconds"])
     for rank, r in enumerate(ok, start=1):
         r["rank_time"] = rank

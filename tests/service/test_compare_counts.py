@@ -1,0 +1,34 @@
+"""``compare`` ranks GPU counts: split global batch, scaling efficiency, time and cost ranks."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobcast.service.compare import compare
+from jobcast.service.forecaster import Forecaster
+from jobcast.service.prices import load_prices
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    forecaster = Forecaster(models=[])
+    return compare(forecaster, load_prices(None), "resnet50", batch_size=512, epochs=1,
+                   devices=["V100"], counts=[1, 2, 8])
+
+
+def test_every_count_is_a_candidate_with_its_efficiency(result):
+    rows = {r["candidate"]: r for r in result["candidates"]}
+    assert set(rows) == {"V100 x1", "2x V100", "8x V100"}
+    assert rows["8x V100"]["gpus"] == 8
+    one, eight = rows["V100 x1"], rows["8x V100"]
+    assert eight["seconds"] < one["seconds"]  # 8 GPUs share the batch
+    assert 0 < eight["scaling_efficiency"] < 1  # but not 8x faster: communication, sync
+    assert eight["scaling_efficiency"] == pytest.approx(one["seconds"] / (8 * eight["seconds"]))
+    assert "scaling_efficiency" not in one
+    assert [r["rank_time"] for r in result["candidates"]] == [1, 2, 3]
+
+
+def test_bad_counts_are_refused():
+    with pytest.raises(ValueError, match="GPU counts"):
+        compare(Forecaster(models=[]), load_prices(None), "resnet50", 64, 1, devices=["V100"],
+                counts=[0])
