@@ -21,7 +21,7 @@ import pandas as pd
 
 from layerwise.corpora.network_fit import lambda_targets, leave_one_gpu_out, network_sums
 from layerwise.corpora.tables import load_justus, load_neusight, shared_data_dir
-from layerwise.efficiency import EfficiencyPredictor, _cached_chip
+from layerwise.efficiency import EfficiencyPredictor, chip_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "docs" / "layerwise-networks.md"))
     args = ap.parse_args()
     rows, ms = training_rows(args.justus_rows)
-    chips = rows["gpu"].astype(str).map(_cached_chip)
+    chips = rows["gpu"].astype(str).map(chip_of)
     targets = lambda_targets(shared_data_dir() / "lambda")
     params = {"max_iter": args.max_iter, "calibrate_unseen": False}
     predictors = {}

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from layerwise.corpora.tables import load_justus, load_neusight
-from layerwise.efficiency import EfficiencyPredictor, _cached_chip
+from layerwise.efficiency import EfficiencyPredictor, chip_of
 from layerwise.roofline import physics_frame
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def main() -> None:
     n_rows, n_ms = load_neusight()
     rows = pd.concat([j_rows, n_rows])
     ms = pd.concat([j_ms, n_ms])
-    chips = rows["gpu"].astype(str).map(_cached_chip)
+    chips = rows["gpu"].astype(str).map(chip_of)
     is_neusight = rows["framework"].eq("pytorch")
     params = {"max_iter": args.max_iter, "calibration_rows": 15000}
     parts = set(args.parts.split(","))

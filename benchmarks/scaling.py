@@ -25,6 +25,7 @@ import pandas as pd
 
 from fleet.deployment import Deployment
 from layerwise.corpora.lambda_runs import read_lambda
+from layerwise.corpora.network_fit import synthetic_training
 from layerwise.corpora.tables import shared_data_dir
 from layerwise.efficiency import chip_of
 from layerwise.forecast import forecast_network
@@ -37,9 +38,8 @@ KEYS = ["system", "gpu", "precision", "network", "batch_per_gpu"]
 
 def targets(root: Path) -> pd.DataFrame:
     frame, _ = read_lambda(root)
-    sel = ((frame["data"] == "syn") & (frame["mode"] == "training") & ~frame["xla"]
-           & ~frame["distortions"] & frame["variable_update"].astype(str).eq("replicated"))
-    part = frame.loc[sel].assign(step_ms=lambda f: f["step_seconds"] * 1000.0)
+    part = frame.loc[synthetic_training(frame)].assign(
+        step_ms=lambda f: f["step_seconds"] * 1000.0)
     med = part.groupby([*KEYS, "gpu_count", "nvlink"], as_index=False)["step_ms"].median()
     one = med[med["gpu_count"] == 1][[*KEYS, "step_ms"]].rename(columns={"step_ms": "step1_ms"})
     out = med[med["gpu_count"] > 1].merge(one, on=KEYS)

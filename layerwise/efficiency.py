@@ -26,6 +26,7 @@ import json
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from fleet.names import gpu_words
 from layerwise.compose import Composition
 from layerwise.estimators.gbt import Forest
 from layerwise.layers import LAYER_TYPES
-from layerwise.predictor import read_saved_doc
+from layerwise.predictor import capped_fold, read_saved_doc
 from layerwise.roofline import family_of, physics_frame
 
 FORMAT_VERSION = 2
@@ -48,6 +49,7 @@ RANGE_FEATURES = ("log_m", "log_n", "log_k", "log_bytes", "log_bound")
 OUTPUT_COLUMNS = ("predicted_ms", "low_ms", "high_ms")
 
 
+@lru_cache(maxsize=1024)
 def chip_of(gpu: str) -> str:
     """The GPU chip a device name belongs to (``Tesla V100-PCIE-32GB`` -> ``v100``)."""
     try:
@@ -165,7 +167,7 @@ class EfficiencyPredictor(BaseEstimator):
         X = feature_frame(rows, phys, self.hardware_features)
         y = np.log(y_ms.to_numpy() / phys["bound_ms"].to_numpy())
         fam = rows["layer"].astype(str).map(family_of)
-        chips = rows["gpu"].astype(str).map(_cached_chip).to_numpy()
+        chips = rows["gpu"].astype(str).map(chip_of).to_numpy()
         rng = np.random.default_rng(self.random_state)
         self.families_: dict[str, dict[str, Any]] = {}
         for family in sorted(fam.unique()):
@@ -197,12 +199,7 @@ class EfficiencyPredictor(BaseEstimator):
             return None
         keys, resids = [], []
         for chip in groups:
-            train = np.flatnonzero(chips != chip)
-            test = np.flatnonzero(chips == chip)
-            if len(train) > self.calibration_rows:
-                train = np.sort(rng.choice(train, self.calibration_rows, replace=False))
-            if len(test) > 5000:
-                test = np.sort(rng.choice(test, 5000, replace=False))
+            train, test = capped_fold(chips, chip, rng, self.calibration_rows)
             forest = self._forest(X.iloc[train], y[train], max(50, self.max_iter // 2))
             pred = forest.predict(X.iloc[test].to_numpy(np.float64))
             keys.append(X.iloc[test]["log_bound"].to_numpy())
@@ -239,7 +236,7 @@ class EfficiencyPredictor(BaseEstimator):
         extrap = np.zeros(len(rows), dtype=bool)
         fam = layer.map(family_of).to_numpy()
         gpu = rows["gpu"].astype(str) if "gpu" in rows.columns else pd.Series("", index=rows.index)
-        seen = gpu.map(_cached_chip).isin(self.chips_).to_numpy()
+        seen = gpu.map(chip_of).isin(self.chips_).to_numpy()
         for family in np.unique(fam):
             sel = fam == family
             entry = self.families_.get(family)
@@ -314,12 +311,3 @@ class EfficiencyPredictor(BaseEstimator):
         est.kinds_, est.chips_, est.info_ = doc["kinds"], doc["chips"], doc.get("info", {})
         est.composition_ = Composition.load(path)
         return est
-
-
-_CHIPS: dict[str, str] = {}
-
-
-def _cached_chip(gpu: str) -> str:
-    if gpu not in _CHIPS:
-        _CHIPS[gpu] = chip_of(gpu)
-    return _CHIPS[gpu]

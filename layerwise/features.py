@@ -137,11 +137,7 @@ def feature_frame(rows: pd.DataFrame, layer: str) -> pd.DataFrame:
     feats["log_work_flops"] = np.log1p(work_flops)
     feats["log_work_bytes"] = np.log1p(work_bytes)
     feats["log_intensity"] = np.log1p(work_flops) - np.log1p(work_bytes)
-    feats["log_peak_tflops"] = np.log(hw["hw_peak_tflops"])
-    feats["log_bandwidth_gbs"] = np.log(hw["hw_bandwidth_gbs"])
-    feats["clock_ghz"] = hw["hw_clock_mhz"] / 1000.0
-    feats["cores"] = hw["hw_cores"]
-    feats["log_memory_gb"] = np.log(hw["hw_memory_gb"])
+    feats.update(signature_columns(hw))
     # FP32 lanes per SM (GPU) or per core (CPU): 192 on Kepler, 128 on Maxwell, 64 on GP100/Volta.
     feats["lanes_per_core"] = (
         hw["hw_peak_tflops"] * 1e12 / (2.0 * hw["hw_cores"] * hw["hw_clock_mhz"] * 1e6)
@@ -159,6 +155,17 @@ def feature_frame(rows: pd.DataFrame, layer: str) -> pd.DataFrame:
 
 
 SIGNATURE_FEATURES = ("log_peak_tflops", "log_bandwidth_gbs", "clock_ghz", "cores", "log_memory_gb")
+
+
+def signature_columns(hw: pd.DataFrame) -> dict[str, pd.Series]:
+    """The :data:`SIGNATURE_FEATURES` of a :func:`hardware_frame` (what identifies a device)."""
+    return {
+        "log_peak_tflops": np.log(hw["hw_peak_tflops"]),
+        "log_bandwidth_gbs": np.log(hw["hw_bandwidth_gbs"]),
+        "clock_ghz": hw["hw_clock_mhz"] / 1000.0,
+        "cores": hw["hw_cores"],
+        "log_memory_gb": np.log(hw["hw_memory_gb"]),
+    }
 
 
 def hardware_signatures(features: pd.DataFrame) -> np.ndarray:

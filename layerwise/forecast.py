@@ -44,15 +44,17 @@ from typing import Any
 import pandas as pd
 
 from fleet.precision import parse_precision
-from layerwise.compose import Composition, precision_class, price_layers
+from layerwise.compose import (
+    ROUGH_INTERVAL,
+    Composition,
+    precision_class,
+    price_layers,
+    rough_ms,
+)
 from layerwise.kinds.mapping import plane_params
 from layerwise.layers import all_columns, get_layer
 from layerwise.network import Network, NetworkSpecError, decompose
 
-ROUGH_COMPUTE_EFFICIENCY = 0.3
-ROUGH_MEMORY_EFFICIENCY = 0.5
-TRAIN_FACTOR = 3.0
-ROUGH_INTERVAL = (0.3, 3.0)
 PROXY_KIND = "act"  # element-wise unknown layers are priced as a ReLU of this kind
 # memory-bound kinds a per-type predictor may lack: priced as that ReLU too
 PROXY_KINDS = ("pad", "concat", "dropout", "ln", "softmax")
@@ -85,16 +87,6 @@ def _proxy_act_row(row: dict) -> dict | None:
         return None
     return {"layer": PROXY_KIND, "batchsize": row["batchsize"], **plane,
             "activation": "relu", "optimizer": row["optimizer"], "precision": 32}
-
-
-def _roofline_ms(row: dict, hw: dict, training: bool) -> float:
-    peak = float(hw.get("hw_peak_tflops") or math.nan) * 1e12
-    bandwidth = float(hw.get("hw_bandwidth_gbs") or math.nan) * 1e9
-    compute = row["flops"] / (ROUGH_COMPUTE_EFFICIENCY * peak) if peak > 0 else 0.0
-    memory = (row["bytes_in"] + row["bytes_out"]) / (ROUGH_MEMORY_EFFICIENCY * bandwidth) \
-        if bandwidth > 0 else 0.0
-    seconds = max(compute, memory) * (TRAIN_FACTOR if training else 1.0)
-    return 1000.0 * seconds if math.isfinite(seconds) else 0.0
 
 
 def _predict_frame(predictor: Any, rows: list[dict], hw: dict) -> pd.DataFrame:
@@ -313,7 +305,7 @@ def _price_layers(net: Network, predictor: Any, known: set[str], hw: dict, train
         if method == "none":
             ms = lo = hi = 0.0
         elif method == "roofline":
-            ms = _roofline_ms(row, hw, training)
+            ms = rough_ms(row, hw, training)
             lo, hi = ms * ROUGH_INTERVAL[0], ms * ROUGH_INTERVAL[1]
         else:
             kind = PROXY_KIND if method == "proxy-act" else row["layer"]

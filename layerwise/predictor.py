@@ -92,6 +92,19 @@ def split_per_gpu(
     return rows.index.difference(held_index), held_index
 
 
+def capped_fold(groups: np.ndarray, held: Any, rng: np.random.Generator, max_train: int,
+                max_test: int = 5000) -> tuple[np.ndarray, np.ndarray]:
+    """(train, test) row positions of a leave-one-group-out fold, each randomly subsampled
+    (sorted) to at most ``max_train`` / ``max_test`` rows."""
+    train = np.flatnonzero(groups != held)
+    test = np.flatnonzero(groups == held)
+    if len(train) > max_train:
+        train = np.sort(rng.choice(train, max_train, replace=False))
+    if len(test) > max_test:
+        test = np.sort(rng.choice(test, max_test, replace=False))
+    return train, test
+
+
 def read_saved_doc(doc_path: Path, version: int, what: str) -> dict[str, Any]:
     """The JSON document of a saved model; clear errors for a missing file, bad JSON or a
     format version this jobcast does not read."""
@@ -317,12 +330,7 @@ class LayerPredictor(BaseEstimator):
         params = {**self._params(name), **base.calibration_params()}
         preds, resids = [], []
         for d in np.unique(device):
-            train = np.flatnonzero(device != d)
-            test = np.flatnonzero(device == d)
-            if len(train) > self.calibration_rows:
-                train = np.sort(rng.choice(train, self.calibration_rows, replace=False))
-            if len(test) > 5000:
-                test = np.sort(rng.choice(test, 5000, replace=False))
+            train, test = capped_fold(device, d, rng, self.calibration_rows)
             est = make_estimator(name, params).fit(X.iloc[train], y[train], gpu[train])
             pred = est.predict(X.iloc[test], gpu[test])
             preds.append(pred)

@@ -135,7 +135,7 @@ def physics_frame(rows: pd.DataFrame) -> pd.DataFrame:
     cost = _costs(rows)
     dev = device_frame(rows)
     prec = rows["precision"] if "precision" in rows.columns else pd.Series("fp32", index=rows.index)
-    elem = prec.map(lambda p: bytes_per_element(parse_precision(p))).astype(float)
+    elem = prec.map(bytes_per_element).astype(float)
     opt = (rows["optimizer"].astype(str).str.strip().str.lower()
            if "optimizer" in rows.columns else pd.Series("none", index=rows.index))
     unknown = ~opt.isin(list(OPTIMIZER_SLOTS))

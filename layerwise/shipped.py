@@ -24,7 +24,7 @@ import pandas as pd
 
 from fleet.precision import Precision, parse_precision
 from layerwise.efficiency import EfficiencyPredictor
-from layerwise.features import hardware_frame, hardware_signatures
+from layerwise.features import hardware_frame, hardware_signatures, signature_columns
 from layerwise.predictor import DEFAULT_DIR, LayerPredictor
 
 SPECIALIST_DIR = "specialist"
@@ -59,7 +59,8 @@ class HybridPredictor:
         if not home.any():
             return home
         try:
-            sig = hardware_signatures(_signature_features(rows.loc[home]))
+            hw = hardware_frame(rows.loc[home])
+            sig = hardware_signatures(pd.DataFrame(signature_columns(hw), index=hw.index))
         except ValueError:
             return np.zeros(len(rows), dtype=bool)
         known = np.zeros(int(home.sum()), dtype=bool)
@@ -81,17 +82,6 @@ class HybridPredictor:
                 out.loc[part.index, col] = spec[col].to_numpy(float)
             out.loc[part.index, "model"] = "per-type-gbt"
         return out
-
-
-def _signature_features(rows: pd.DataFrame) -> pd.DataFrame:
-    """The hardware columns ``hardware_signatures`` reads, from the rows' GPUs."""
-    hw = hardware_frame(rows)
-    return pd.DataFrame({
-        "log_peak_tflops": np.log(hw["hw_peak_tflops"]),
-        "log_bandwidth_gbs": np.log(hw["hw_bandwidth_gbs"]),
-        "clock_ghz": hw["hw_clock_mhz"] / 1000.0, "cores": hw["hw_cores"],
-        "log_memory_gb": np.log(hw["hw_memory_gb"]),
-    }, index=rows.index)
 
 
 def load_predictor(directory: str | Path) -> Any:

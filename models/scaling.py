@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -95,10 +96,12 @@ class DataParallelScaling(BaseEstimator):
         self.n_fit_ = int(len(y))
         return self
 
+    def _theta(self) -> np.ndarray:
+        return np.array([self.sync_["full"], self.sync_["half"], self.tensor_ms_["full"],
+                         self.tensor_ms_["half"], 1.0 - self.overlap_])
+
     def predict(self, X: pd.DataFrame) -> np.ndarray:
-        theta = np.array([self.sync_["full"], self.sync_["half"], self.tensor_ms_["full"],
-                          self.tensor_ms_["half"], 1.0 - self.overlap_])
-        return _model(theta, *_columns(X))
+        return _model(self._theta(), *_columns(X))
 
     def step(self, step1_ms: float, allreduce: float, gpus: int, precision: str = "fp32",
              tensors: int = 0) -> tuple[float, float, float]:
@@ -109,6 +112,22 @@ class DataParallelScaling(BaseEstimator):
         if gpus <= 1:
             return ms, ms, ms
         return ms, ms * math.exp(self.log_low_), ms * math.exp(self.log_high_)
+
+    def rescale(self, step_ms: float, from_gpus: int, to_gpus: int, allreduce_from: float,
+                allreduce_to: float, precision: str = "fp32", tensors: int = 0) -> float:
+        """The step at ``to_gpus`` from a measured step at ``from_gpus`` (the rule solved for
+        the 1-GPU step, then applied at ``to_gpus``; same per-GPU batch)."""
+        theta = self._theta()
+        half = float(parse_precision(precision).value in ("fp16", "bf16"))
+        d_from = math.log2(from_gpus)
+        sync = theta[0] * (1 - half) + theta[1] * half
+        per_tensor = theta[2] * (1 - half) + theta[3] * half
+        ar_from = allreduce_from if from_gpus > 1 else 0.0
+        s1 = max(step_ms - per_tensor * tensors * d_from - theta[4] * ar_from, 1e-6) \
+            / (1.0 + sync * d_from)
+        X = pd.DataFrame({"step1_ms": [s1], "allreduce_ms": [allreduce_to], "gpus": [to_gpus],
+                          "precision": [precision], "tensors": [tensors]})
+        return float(self.predict(X)[0])
 
     def to_dict(self) -> dict[str, Any]:
         return {"sync": self.sync_, "tensor_ms": self.tensor_ms_, "overlap": self.overlap_,
@@ -134,3 +153,9 @@ class DataParallelScaling(BaseEstimator):
         except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: bad scaling file ({exc})") from None
         return model
+
+
+@lru_cache(maxsize=1)
+def shipped_scaling() -> DataParallelScaling:
+    """The constants shipped in ``models/data/scaling.json`` (read once per process)."""
+    return DataParallelScaling.load()

@@ -18,12 +18,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from fleet.deployment import Deployment
+from fleet.precision import parse_precision
 from jobcast.service.request import JobRequest
 from models.e2e import FittedModel, forecast
-from models.scaling import DataParallelScaling, allreduce_ms, weight_tensors
+from models.scaling import allreduce_ms, shipped_scaling, weight_tensors
 
 
 def _source(models: list[FittedModel], req: JobRequest, target: Deployment
@@ -74,17 +73,12 @@ def scale_to_count(models: list[FittedModel], req: JobRequest, deployment: str
     at_0 = forecast(model, 0.0, batch_m)
     step_m = max((at_i["seconds"] - at_0["seconds"]) / iters, 1e-9) * 1000.0
     params, tensors, note = _network_size(req.network)
-    scaling = DataParallelScaling.load()
+    scaling = shipped_scaling()
+    half = "half" if parse_precision(req.precision).value in ("fp16", "bf16") else "full"
     ar_m = allreduce_ms(params, req.precision, source) if source.count > 1 else 0.0
     ar_n = allreduce_ms(params, req.precision, target) if target.count > 1 else 0.0
-    # step_M = s1 (1 + sync log2 M) + t tensors log2 M + exposed ar_M: solve for s1
-    half = req.precision in ("fp16", "bf16")
-    sync = scaling.sync_["half" if half else "full"]
-    per_tensor = scaling.tensor_ms_["half" if half else "full"]
-    exposed = 1.0 - scaling.overlap_
-    dm, dn = math.log2(source.count), math.log2(target.count)
-    s1 = max(step_m - per_tensor * tensors * dm - exposed * ar_m, 1e-6) / (1.0 + sync * dm)
-    step_n = s1 * (1.0 + sync * dn) + per_tensor * tensors * dn + exposed * ar_n
+    step_n = scaling.rescale(step_m, source.count, target.count, ar_m, ar_n, req.precision,
+                             tensors)
     seconds = at_0["seconds"] + float(req.iterations) * step_n / 1000.0
     ratio = seconds / max(at_i["seconds"], 1e-12)
     low = at_i["low"] * ratio * math.exp(scaling.log_low_)
@@ -97,7 +91,7 @@ def scale_to_count(models: list[FittedModel], req: JobRequest, deployment: str
         "scaled_from": model.deployment, "source_step_ms": step_m, "step_ms": step_n,
         "interconnect": ic.describe(), "assumed": list(ic.assumed),
         "allreduce_ms": ar_n, "notes": [n for n in (note,) if n],
-        "scaling": {"overlap": scaling.overlap_, "sync": sync,
-                    "tensor_ms": per_tensor, "tensors": tensors},
-        "ratio_to_source": float(np.float64(ratio)),
+        "scaling": {"overlap": scaling.overlap_, "sync": scaling.sync_[half],
+                    "tensor_ms": scaling.tensor_ms_[half], "tensors": tensors},
+        "ratio_to_source": float(ratio),
     }

@@ -27,7 +27,7 @@ from layerwise.forecast import forecast_network
 from models.calibration import ScaleCalibrator, network_key
 from models.e2e import FittedModel, NoModelError, choose, forecast
 from models.job import JobPlan, forecast_job
-from models.scaling import DataParallelScaling, allreduce_ms
+from models.scaling import allreduce_ms, shipped_scaling
 
 LAYERWISE_MODEL = "layerwise/default"
 _CORE = ("seconds", "low", "high", "unit", "route", "model", "extrapolated")
@@ -193,7 +193,7 @@ def _data_parallel(req: JobRequest, gpu: str, count: int,
                   else Deployment(gpu, count))
     ic = deployment.interconnect()
     ar = allreduce_ms(result["params"], req.precision, deployment)
-    model = DataParallelScaling.load()
+    model = shipped_scaling()
     step1 = result["batch_seconds"] * 1000.0
     tensors = sum(1 for layer in result.get("layers", []) if layer.get("params"))
     ms, low, high = model.step(step1, ar, count, req.precision, tensors)

@@ -29,14 +29,20 @@ from layerwise.roofline import family_of
 TF_CNN_OPTIMIZER = "momentum"
 
 
+def synthetic_training(frame: pd.DataFrame) -> pd.Series:
+    """Runs of the module's selection (any GPU count): synthetic data, training, replicated
+    variables, no XLA, no distortions."""
+    sel = ((frame["data"] == "syn") & (frame["mode"] == "training") & ~frame["xla"]
+           & ~frame["distortions"])
+    if "variable_update" in frame.columns:
+        sel &= frame["variable_update"].astype(str).eq("replicated")
+    return sel
+
+
 def lambda_targets(root: Path, gpu_count: int = 1) -> pd.DataFrame:
     """Median step ms per (gpu, network, precision, batch_per_gpu) of the selected runs."""
     frame, _ = read_lambda(root)
-    sel = ((frame["gpu_count"] == gpu_count) & (frame["data"] == "syn")
-           & (frame["mode"] == "training") & ~frame["xla"] & ~frame["distortions"])
-    if "variable_update" in frame.columns:
-        sel &= frame["variable_update"].astype(str).eq("replicated")
-    part = frame.loc[sel].copy()
+    part = frame.loc[synthetic_training(frame) & (frame["gpu_count"] == gpu_count)].copy()
     part["step_ms"] = part["step_seconds"] * 1000.0
     out = (part.groupby(["gpu", "network", "precision", "batch_per_gpu"], as_index=False)
            .agg(step_ms=("step_ms", "median"), runs=("step_ms", "size")))
