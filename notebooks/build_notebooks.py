@@ -107,8 +107,14 @@ else:
                "gives the full figures (docs/layerwise-accuracy.md)."),
         ("code", SETUP),
         ("code", """\
+from threadpoolctl import threadpool_limits
+
 from layerwise.published import load_published
 from layerwise.predictor import LayerPredictor
+
+# One OpenMP thread: on a shared, loaded machine the trees' threads otherwise wait on each
+# other and the fits below take minutes instead of seconds.
+threadpool_limits(1)
 
 def quick_gbt():
     \"\"\"Gradient-boosted trees with fewer rounds and no refit, to keep CI fast.\"\"\"
