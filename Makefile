@@ -3,13 +3,18 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# PyTorch's CPU build (200 MB instead of several GB of CUDA libraries): a local wheel where the
+# package index offers one, else PyTorch's CPU index.
+TORCH_CPU ?= torch==2.13.0+cpu
 
 .PHONY: demo test lint bench clean system-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[tf,dev]'
+	$(BIN)/python -m pip install -q '$(TORCH_CPU)' \
+	  || $(BIN)/python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+	$(BIN)/python -m pip install -q -e '.[tf,torch,ray,dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)   ## install, then run the main job on the bundled samples

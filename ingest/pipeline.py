@@ -7,8 +7,20 @@ Rules
   context its ``context`` builds (side files, overrides).
 * A file is stored whole or rejected with a reason; content already stored (same SHA-256)
   is a duplicate and is not parsed again.
-* CLI overrides win over what the log says; every run must then name its network,
-  deployment and batch size and hold some progress (:func:`check_run`).
+* ``--network`` and ``--batch-size`` win over what the log says.
+* ``--deployment`` supplies what a log lacks (:func:`apply_deployment`): a run whose log names
+  no accelerators is stored under it. A run whose log (or MLPerf system description) names
+  them keeps its own deployment where the flag agrees (:func:`deployment_conflict`: the same
+  GPU model by the fleet's one GPU-name definition, the same counts); where it disagrees the
+  file is rejected with the line naming the GPU and both deployments, unless
+  ``Overrides.override`` (``--override``) is set: then the flag wins and the run keeps a
+  warning (``meta["warnings"]``, read back by :func:`collect_warnings`) and the log's own
+  deployment (``meta["log_deployment"]``).
+* Every run must then name its network, deployment and batch size and hold some progress
+  (:func:`check_run`).
+* Parsing (:func:`parse_file`) never touches the store and :func:`write_parsed` is the one
+  write (one transaction a file), so a parallel ingest (:mod:`ingest.ray_ingest`) parses
+  anywhere and writes through a single writer with the same guarantees.
 """
 
 from __future__ import annotations
@@ -18,21 +30,31 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.deployment import normalise_deployment
-from ingest.events import ParsedRun, ParseError
+from fleet.catalog import GpuSpec, UnknownGpuError, resolve_gpu
+from fleet.deployment import Deployment, normalise_deployment
+from fleet.names import lookup_key
+from ingest.events import ParseContext, ParsedRun, ParseError
 from ingest.parsers import (
     SNIFF_LINES,
-    Overrides,
     Parser,
     context_for,
     detect,
     format_label,
     registered,
 )
+from ingest.parsers import Overrides as ParserOverrides
 from ingest.store import Store
 
 # Files in a tree that are never logs: side files the parsers read themselves, docs, images.
 _IGNORED_SUFFIXES = {".json", ".md", ".png", ".jpg", ".svg", ".pdf", ".py", ".prototxt", ".csv"}
+
+
+@dataclass(frozen=True)
+class Overrides(ParserOverrides):
+    """What the CLI supplies (the parsers' :class:`ingest.parsers.Overrides`) plus the
+    pipeline's policy: ``override`` lets ``deployment`` win over accelerators a log names."""
+
+    override: bool = False
 
 
 @dataclass
@@ -41,6 +63,7 @@ class IngestReport:
     duplicates: list[tuple[str, str]] = field(default_factory=list)  # (source, first source)
     rejected: list[ParseError] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # non-log files met while walking a folder
+    warnings: list[tuple[str, int, str]] = field(default_factory=list)  # (source, run, text)
 
     @property
     def ok(self) -> bool:
@@ -70,17 +93,113 @@ def discover(paths: Iterable[str]) -> tuple[list[tuple[str, Path]], list[str], l
     return found, skipped, missing
 
 
-def apply_overrides(run: ParsedRun, overrides: Overrides) -> ParsedRun:
-    """CLI values win over what the log says; a deployment key is kept as given (normalised)."""
+def apply_overrides(
+    run: ParsedRun,
+    overrides: ParserOverrides,
+    index: int = 0,
+    lines: list[str] | None = None,
+    ctx: ParseContext | None = None,
+) -> ParsedRun:
+    """``--network`` and ``--batch-size`` win; ``--deployment`` as :func:`apply_deployment`."""
     if overrides.network:
         run.network = overrides.network
     if overrides.batch_size:
         run.batch_size = overrides.batch_size
     if overrides.deployment:
-        run.meta["deployment_key"] = normalise_deployment(overrides.deployment)
+        apply_deployment(run, overrides, index, lines or [], ctx)
     if run.network:
         run.network = run.network.strip().lower()
     return run
+
+
+def _gpu(name: str) -> GpuSpec | None:
+    try:
+        return resolve_gpu(name)
+    except UnknownGpuError:
+        return None
+
+
+def same_gpu(a: str, b: str) -> bool:
+    """Whether two spellings name one GPU model: both resolve to the same catalog entry
+    (:func:`fleet.catalog.resolve_gpu`), or, where either is not in the catalog, their
+    :func:`fleet.names.lookup_key` agree (``"GeForce GTX 1080 Ti"`` = ``"GTX1080Ti"``)."""
+    spec_a, spec_b = _gpu(a), _gpu(b)
+    if spec_a is not None and spec_b is not None:
+        return spec_a.name == spec_b.name
+    return lookup_key(a) == lookup_key(b)
+
+
+def describe(dep: Deployment) -> str:
+    """``"4x GeForce GTX TITAN X"`` / ``"2x8 A100"`` (nodes x per node), as people write it."""
+    count = f"{dep.per_node}x" if dep.nodes == 1 else f"{dep.nodes}x{dep.per_node}"
+    return f"{count} {dep.accelerator}"
+
+
+def deployment_conflict(logged: Deployment, flag: Deployment) -> str | None:
+    """Why ``flag`` disagrees with what the log names (GPU model, per-node count, nodes),
+    or None when it does not."""
+    why = []
+    if not same_gpu(logged.accelerator, flag.accelerator):
+        why.append("another GPU model")
+    if logged.per_node != flag.per_node:
+        why.append(f"{flag.per_node} instead of {logged.per_node} accelerators per node")
+    if logged.nodes != flag.nodes:
+        why.append(f"{flag.nodes} instead of {logged.nodes} nodes")
+    return ", ".join(why) or None
+
+
+def _named_at(run: ParsedRun, lines: list[str]) -> int | None:
+    """The first line naming the run's accelerator (inside the run first), else its first."""
+    needle = run.deployment.accelerator.strip().lower() if run.deployment else ""
+    if needle:
+        lo, hi = max(1, run.first_line or 1), min(len(lines), run.last_line or len(lines))
+        for number in [*range(lo, hi + 1), *range(1, len(lines) + 1)]:
+            if needle in lines[number - 1].lower():
+                return number
+    return run.first_line
+
+
+def apply_deployment(
+    run: ParsedRun,
+    overrides: ParserOverrides,
+    index: int = 0,
+    lines: list[str] | None = None,
+    ctx: ParseContext | None = None,
+) -> None:
+    """Apply ``--deployment`` to one run (rules in the module doc); ParseError on a conflict
+    without ``override`` or on a flag that names no deployment."""
+    flag_text = str(overrides.deployment)
+    try:
+        key = normalise_deployment(flag_text)
+        flag = Deployment.parse(flag_text)
+    except ValueError as exc:
+        raise ParseError(f"--deployment {flag_text!r}: {exc}", line=1) from None
+    logged = run.deployment
+    if logged is None:
+        run.meta["deployment_key"] = key
+        return
+    why = deployment_conflict(logged, flag)
+    if why is None:
+        return  # the log's own spelling is kept
+    line = _named_at(run, lines or [])
+    system_file = (ctx.system or {}).get("_mlperf_system_file") if ctx else None
+    named = "its system description " + str(system_file) if system_file else "the log"
+    said = f"{named} names {describe(logged)} ({logged.key})"
+    wanted = f"--deployment {flag_text!r} says {describe(flag)} ({key})"
+    if not getattr(overrides, "override", False):
+        raise ParseError(
+            f"run {index + 1}: {said} but {wanted}: {why}; correct --deployment, or pass "
+            "--override to store the run under --deployment anyway",
+            line=line,
+        )
+    run.meta["deployment_key"] = key
+    run.meta["log_deployment"] = {"key": logged.key, "accelerator": logged.accelerator,
+                                  "per_node": logged.per_node, "nodes": logged.nodes}
+    warnings = run.meta.setdefault("warnings", [])
+    if isinstance(warnings, list):
+        where = f" (line {line})" if line and not system_file else ""
+        warnings.append(f"stored under --deployment {key} by --override: {said}{where} ({why})")
+    run.deployment = flag
 
 
 def check_run(run: ParsedRun, index: int) -> None:
@@ -113,18 +232,38 @@ def read_lines(data: bytes, source: str) -> list[str]:
     return data.decode("utf-8", errors="replace").splitlines()
 
 
-def ingest_file(
-    store: Store, source: str, path: Path, overrides: Overrides, parsers: list[Parser]
-) -> tuple[str, object]:
-    """Ingest one file. Returns ("added", runs) / ("duplicate", first source); raises ParseError."""
+@dataclass
+class ParsedFile:
+    """One log read, parsed and checked but not stored: everything a writer needs to store it."""
+
+    source: str
+    content_hash: str
+    fmt: str
+    size: int
+    runs: list[ParsedRun]
+
+
+def read_file(source: str, path: Path) -> bytes:
+    """The file's bytes; an unreadable file is a :class:`ParseError` naming it."""
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise ParseError(f"cannot read: {exc.strerror or exc}", source=source) from None
-    content_hash = hashlib.sha256(data).hexdigest()
-    first = store.has_content(content_hash)
-    if first is not None:
-        return "duplicate", first
+
+
+def parse_data(
+    source: str,
+    path: Path,
+    data: bytes,
+    overrides: ParserOverrides,
+    parsers: list[Parser],
+    content_hash: str | None = None,
+) -> ParsedFile:
+    """Detect, parse, apply overrides and check one file's bytes; never touches the store.
+
+    Raises :class:`ParseError` with the source set when the file cannot be stored.
+    """
+    content_hash = content_hash or hashlib.sha256(data).hexdigest()
     lines = read_lines(data, source)
     parser = detect(lines[:SNIFF_LINES], parsers)
     if parser is None:
@@ -132,25 +271,70 @@ def ingest_file(
     try:
         ctx = context_for(path, source, parser, overrides)
         parsed = parser.parse(lines, ctx)
-        parsed = [apply_overrides(run, overrides) for run in parsed]
+        parsed = [
+            apply_overrides(run, overrides, index, lines, ctx) for index, run in enumerate(parsed)
+        ]
         if not parsed:
             raise ParseError("no training run found in the log", line=1)
         for index, run in enumerate(parsed):
             check_run(run, index)
     except ParseError as exc:
         raise exc if exc.source else exc.with_source(source) from None
+    return ParsedFile(source, content_hash, parser.FORMAT, len(data), parsed)
+
+
+def parse_file(
+    source: str, path: Path, overrides: ParserOverrides, parsers: list[Parser]
+) -> ParsedFile:
+    """Read and parse one file without touching the store (what a parallel worker runs)."""
+    return parse_data(source, path, read_file(source, path), overrides, parsers)
+
+
+def write_parsed(store: Store, parsed: ParsedFile) -> tuple[str, object]:
+    """Store one parsed file in one transaction: ("added", runs) or ("duplicate", first source)."""
     file_id = store.add_file(
-        content_hash=content_hash, source=source, fmt=parser.FORMAT, size=len(data), parsed=parsed
+        content_hash=parsed.content_hash,
+        source=parsed.source,
+        fmt=parsed.fmt,
+        size=parsed.size,
+        parsed=parsed.runs,
     )
-    if file_id is None:  # another process stored the same content meanwhile
-        return "duplicate", store.has_content(content_hash)
-    return "added", len(parsed)
+    if file_id is None:  # another process (or an earlier path) stored the same content
+        return "duplicate", store.has_content(parsed.content_hash)
+    return "added", len(parsed.runs)
+
+
+def ingest_file(
+    store: Store, source: str, path: Path, overrides: ParserOverrides, parsers: list[Parser]
+) -> tuple[str, object]:
+    """Ingest one file. Returns ("added", runs) / ("duplicate", first source); raises ParseError."""
+    data = read_file(source, path)
+    content_hash = hashlib.sha256(data).hexdigest()
+    first = store.has_content(content_hash)
+    if first is not None:
+        return "duplicate", first
+    return write_parsed(store, parse_data(source, path, data, overrides, parsers, content_hash))
+
+
+def collect_warnings(store: Store, report: IngestReport) -> IngestReport:
+    """Set ``report.warnings`` to the run warnings of the files it added (read from the store,
+    so it serves every ingest path); returns ``report``."""
+    report.warnings = store.run_warnings(source for source, _ in report.added)
+    return report
+
+
+def record(report: IngestReport, source: str, status: str, value: object) -> None:
+    """Add one file's outcome from :func:`ingest_file` / :func:`write_parsed` to ``report``."""
+    if status == "added":
+        report.added.append((source, int(value)))
+    else:
+        report.duplicates.append((source, str(value)))
 
 
 def ingest_paths(
     store: Store,
     paths: Iterable[str],
-    overrides: Overrides | None = None,
+    overrides: ParserOverrides | None = None,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> IngestReport:
     """Ingest every log under ``paths``; each file is stored whole or rejected with a reason."""
@@ -164,10 +348,7 @@ def ingest_paths(
         except ParseError as exc:
             report.rejected.append(exc)
         else:
-            if status == "added":
-                report.added.append((source, int(value)))
-            else:
-                report.duplicates.append((source, str(value)))
+            record(report, source, status, value)
         if progress:
             progress(done, len(found), source)
-    return report
+    return collect_warnings(store, report)

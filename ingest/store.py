@@ -2,7 +2,9 @@
 
 Any SQLAlchemy URL works; the default is a SQLite file ``jobcast.db`` in the working
 directory. Each ingested file is written in one transaction, keyed by the SHA-256 of its
-content, so a file is stored whole or not at all and never twice.
+content, so a file is stored whole or not at all and never twice. Saving fitted models
+replaces them all in one transaction; a database that refuses them raises
+:class:`StoreError` (the old models stay).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -90,6 +92,10 @@ schema_info = sa.Table(
     metadata,
     sa.Column("version", sa.Integer, primary_key=True),
 )
+
+
+class StoreError(RuntimeError):
+    """The database refused a write; the message says what was being written and why."""
 
 
 def store_url(url: str | None = None) -> str:
@@ -214,24 +220,60 @@ class Store:
                 for name, table in (("files", files), ("runs", runs), ("segments", segments))
             }
 
+    def run_warnings(self, sources: Iterable[str]) -> list[tuple[str, int, str]]:
+        """``(source, run number from 1, warning)`` for each ``meta["warnings"]`` entry of
+        the runs of the newest file stored from each of ``sources``, in the given order."""
+        wanted = list(dict.fromkeys(sources))
+        newest: dict[str, int] = {}
+        with self.engine.connect() as conn:
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i : i + 500]
+                for file_id, source in conn.execute(
+                    sa.select(files.c.id, files.c.source).where(files.c.source.in_(chunk))
+                ):
+                    newest[source] = max(file_id, newest.get(source, file_id))
+            found: dict[int, list[tuple[int, str]]] = {}
+            ids = list(newest.values())
+            for i in range(0, len(ids), 500):
+                query = sa.select(runs.c.file_id, runs.c.run_index, runs.c.meta).where(
+                    runs.c.file_id.in_(ids[i : i + 500]), runs.c.meta.contains('"warnings"')
+                )
+                for file_id, index, meta in conn.execute(query):
+                    for text in json.loads(meta or "{}").get("warnings", []):
+                        found.setdefault(file_id, []).append((index + 1, str(text)))
+        return [
+            (source, number, text)
+            for source in wanted
+            if source in newest
+            for number, text in sorted(found.get(newest[source], []), key=lambda w: w[0])
+        ]
+
     # -- fitted models -------------------------------------------------------------
 
     def save_models(self, models: list[dict]) -> None:
-        """Replace all fitted models with ``models`` (dicts with key fields and params)."""
-        with self.transaction() as conn:
-            conn.execute(fitted_models.delete())
-            for m in models:
-                conn.execute(
-                    fitted_models.insert().values(
-                        model_id=m["model_id"],
-                        network=m["network"],
-                        deployment=m["deployment"],
-                        phase=m["phase"],
-                        stack=m["stack"],
-                        params=json.dumps(m["params"]),
-                        fitted_at=time.time(),
+        """Replace all fitted models with ``models`` (dicts with key fields and params).
+
+        One transaction: on any database error nothing changes and :class:`StoreError` says
+        why (e.g. two models with one ``model_id``).
+        """
+        try:
+            with self.transaction() as conn:
+                conn.execute(fitted_models.delete())
+                for m in models:
+                    conn.execute(
+                        fitted_models.insert().values(
+                            model_id=m["model_id"],
+                            network=m["network"],
+                            deployment=m["deployment"],
+                            phase=m["phase"],
+                            stack=m["stack"],
+                            params=json.dumps(m["params"]),
+                            fitted_at=time.time(),
+                        )
                     )
-                )
+        except sa.exc.SQLAlchemyError as exc:
+            reason = getattr(exc, "orig", None) or exc
+            raise StoreError(f"cannot save the fitted models in {self.url}: {reason}") from None
 
     def load_models(self) -> list[dict]:
         with self.engine.connect() as conn:

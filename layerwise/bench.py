@@ -1,26 +1,14 @@
-"""Layer microbenchmarks in TensorFlow: build, time and record random layer configurations.
+"""Layer microbenchmark campaigns: draw, time and record random layer configurations.
 
 A campaign draws configuration ``i`` from ``numpy.random.default_rng([seed, i])`` (layer types
-taken in turn), so the i-th configuration is known without running the earlier ones. Every
-row gets a ``config_id`` (hash of seed, index, layer list and feature space); a rerun on the
-same file skips the ids already present, drops a partial last line, and appends the rest.
+taken in turn; with several precisions, each drawn shape is timed at each of them), so the
+i-th configuration is known without running the earlier ones. Every row gets a
+``config_id`` (hash of seed, index, layer list, feature space, and the precisions and backend
+when they are not the defaults); a rerun on the same file skips the ids already present,
+drops a partial last line, and appends the rest.
 
-Timing (as Justus et al. 2018): the layer step runs in a ``tf.function`` (forward only, or a
-training step: forward + backward + ``optimizer.apply``),
-``warmup`` untimed calls, then ``reps`` repetitions, each the mean of ``runs`` calls;
-``time_ms_median/min/max/std`` summarise the repetitions. ``runs=0`` picks the number of calls
-per repetition so one repetition lasts about ``target_rep_ms`` (1 to 50 calls).
-
-A training step times what the layer costs inside a network: the backward pass starts from a
-random upstream gradient of the output's shape (``backward="upstream"``) and also computes
-the gradient of the layer input (``grad_input=True``). Justus et al. instead differentiated an
-MSE loss against a random target and only the weights: ``backward="mse"`` with
-``grad_input=False`` (``--backward mse --no-grad-input``) reproduces that. The MSE loss adds
-several passes over the output, which dominates cheap layers (batch norm, activations, adds).
-Layers without weights always differentiate the input.
-
-The Keras layer timed for a row is built by its kind (``LayerKind.build`` in
-:mod:`layerwise.kinds`); this module names no layer kind.
+Timing is a backend's (:mod:`layerwise.backends`: ``tensorflow``, the default, or ``torch``);
+this module names no framework and no layer kind.
 """
 
 from __future__ import annotations
@@ -31,7 +19,6 @@ import gc
 import hashlib
 import math
 import os
-import statistics
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -41,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from fleet.precision import parse_precision
+from layerwise.backends import TimingPlan, get_backend, require_module
 from layerwise.layers import (
     LAYER_TYPES,
     TIME_COLUMNS,
@@ -51,147 +40,20 @@ from layerwise.layers import (
 )
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+__all__ = ["CSV_COLUMNS", "CampaignFileError", "CampaignResult", "TimingPlan", "bench_row",
+           "campaign_configs", "config_id", "format_row", "parse_layers", "parse_precisions",
+           "prepare_campaign_file", "run_campaign"]
 
 HW_COLUMNS = ("hw_kind", "hw_memory_gb", "hw_bandwidth_gbs", "hw_clock_mhz", "hw_cores",
               "hw_peak_tflops")
+SW_COLUMNS = ("sw_tensorflow", "sw_python", "sw_torch", "sw_cuda", "sw_cudnn", "sw_driver")
 EXTRA_COLUMNS = (
-    "layer", "status", "error", "device", *HW_COLUMNS, "hw_model", "sw_tensorflow", "sw_python",
+    "layer", "status", "error", "device", *HW_COLUMNS, "hw_model", "framework", *SW_COLUMNS,
     "reps", "runs", "warmup", "grad_input", "backward", "flops", "run_id", "config_id", "seed",
     "index", "space",
 )
+DEFAULT_PRECISIONS = ("fp32",)
 CSV_COLUMNS: tuple[str, ...] = ("gpu", *all_columns(), *TIME_COLUMNS, *EXTRA_COLUMNS)
-
-
-# --------------------------------------------------------------------------- optimizers
-
-OPTIMIZERS: dict[str, Callable[[Any], Any]] = {
-    "sgd": lambda keras: keras.optimizers.SGD(learning_rate=0.01),
-    "momentum": lambda keras: keras.optimizers.SGD(learning_rate=0.01, momentum=0.9),
-    "adadelta": lambda keras: keras.optimizers.Adadelta(),
-    "adagrad": lambda keras: keras.optimizers.Adagrad(),
-    "adam": lambda keras: keras.optimizers.Adam(),
-    "rmsprop": lambda keras: keras.optimizers.RMSprop(),
-}
-
-# --------------------------------------------------------------------------- timing
-
-
-@dataclass(frozen=True)
-class TimingPlan:
-    """How one configuration is timed."""
-
-    warmup: int = 5
-    reps: int = 5
-    runs: int = 0  # calls per repetition; 0 = adapt to target_rep_ms
-    target_rep_ms: float = 50.0
-    max_runs: int = 50
-    grad_input: bool = True
-    backward: str = "upstream"  # or "mse" (Justus et al.: MSE loss against a random target)
-
-    def __post_init__(self) -> None:
-        if self.backward not in ("upstream", "mse"):
-            raise ValueError(f"backward must be 'upstream' or 'mse', got {self.backward!r}")
-
-
-def _make_step(tf: Any, keras: Any, row: dict, grad_input: bool,
-               backward: str = "upstream") -> tuple[Callable, tuple]:
-    """Build the layer and return (tf.function step, its arguments)."""
-    spec = get_layer(str(row["layer"]))
-    layer = spec.build(keras, row)
-    in_shape = spec.input_shape(row)
-    seed = int(row.get("index", 0) or 0)
-    inputs = [
-        tf.random.stateless_normal(in_shape, seed=[seed, j]) for j in range(spec.n_inputs)
-    ]
-    layer_input = inputs if spec.n_inputs > 1 else inputs[0]
-    out = layer(layer_input)  # builds the weights eagerly
-    optimizer_name = str(row.get("optimizer", "none"))
-    if optimizer_name == "none":
-
-        @tf.function
-        def forward(x: Any) -> Any:
-            return layer(x, training=False)
-
-        return forward, (layer_input,)
-
-    if optimizer_name not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer_name!r}")
-    optimizer = OPTIMIZERS[optimizer_name](keras)
-    variables = list(layer.trainable_variables)
-    if variables:
-        optimizer.build(variables)
-    target = tf.random.stateless_normal(tuple(out.shape), seed=[seed, 99])
-    watch_input = grad_input or not variables
-    upstream = backward == "upstream"
-
-    @tf.function
-    def train_step(x: Any, y: Any) -> Any:
-        with tf.GradientTape() as tape:
-            if watch_input:
-                tape.watch(x)
-            pred = layer(x, training=True)
-            if not upstream:
-                loss = tf.reduce_mean(tf.square(pred - y))
-        sources = list(variables) + ([x] if watch_input else [])
-        if upstream:  # y is the gradient arriving from the next layer
-            grads = tape.gradient(pred, sources, output_gradients=y)
-        else:
-            grads = tape.gradient(loss, sources)
-        if variables:
-            optimizer.apply(grads[: len(variables)], variables)
-        # return the output and the input gradient so that neither is pruned from the graph
-        return (pred, *tf.nest.flatten(grads[len(variables):]))
-
-    return train_step, (layer_input, target)
-
-
-def _sync(result: Any) -> None:
-    """Wait for the device: fetch one element of the last result to the host."""
-    tensor = result[0] if isinstance(result, (list, tuple)) else result
-    rank = len(tensor.shape)
-    (tensor[(0,) * rank] if rank else tensor).numpy()
-
-
-def time_config(row: dict, device: str = "cpu", plan: TimingPlan | None = None) -> dict:
-    """Time one configuration on ``device``; returns time_ms_* plus ``runs``.
-
-    Raises for invalid configurations (``InvalidLayerConfig``) and TensorFlow errors (OOM…);
-    :func:`bench_row` turns those into failed rows.
-    """
-    import keras
-    import tensorflow as tf
-
-    from layerwise.hardware import tf_device_string
-
-    plan = plan or TimingPlan()
-    get_layer(str(row["layer"])).validate(row)
-    with tf.device(tf_device_string(device)):
-        step, args = _make_step(tf, keras, row, plan.grad_input, plan.backward)
-        result = step(*args)  # traces
-        for _ in range(max(0, plan.warmup - 1)):
-            result = step(*args)
-        _sync(result)
-        runs = plan.runs
-        if runs <= 0:
-            start = time.perf_counter()
-            result = step(*args)
-            _sync(result)
-            one = max(time.perf_counter() - start, 1e-6)
-            runs = int(min(plan.max_runs, max(1, round(plan.target_rep_ms / 1000.0 / one))))
-        times = []
-        for _ in range(plan.reps):
-            start = time.perf_counter()
-            for _ in range(runs):
-                result = step(*args)
-            _sync(result)
-            times.append((time.perf_counter() - start) / runs * 1000.0)
-    return {
-        "time_ms_median": statistics.median(times),
-        "time_ms_min": min(times),
-        "time_ms_max": max(times),
-        "time_ms_std": statistics.pstdev(times) if len(times) > 1 else 0.0,
-        "runs": runs,
-    }
 
 
 def _error_text(exc: BaseException) -> str:
@@ -202,16 +64,19 @@ def _error_text(exc: BaseException) -> str:
     return f"{name}: {first}"[:300]
 
 
-def bench_row(row: dict, device: str = "cpu", plan: TimingPlan | None = None) -> dict:
-    """Time one configuration; never raises for a bad config or a TF error: ``status=failed``."""
+def bench_row(row: dict, device: str = "cpu", plan: TimingPlan | None = None,
+              backend: str = "tensorflow") -> dict:
+    """Time one configuration with ``backend``; never raises for a bad config or a framework
+    error: ``status=failed`` with the reason."""
     out = dict(row)
     plan = plan or TimingPlan()
+    engine = get_backend(backend)
     out.update(reps=plan.reps, warmup=plan.warmup, grad_input=plan.grad_input,
-               backward=plan.backward)
+               backward=plan.backward, framework=engine.framework)
     spec = get_layer(str(row["layer"]))
     out["flops"] = spec.flops(row)
     try:
-        out.update(time_config(row, device, plan))
+        out.update(engine.time_config(row, device, plan))
         out.update(status="ok", error="")
     except Exception as exc:  # noqa: BLE001 - every failure becomes a failed row
         out.update({c: math.nan for c in TIME_COLUMNS})
@@ -223,27 +88,59 @@ def bench_row(row: dict, device: str = "cpu", plan: TimingPlan | None = None) ->
 # --------------------------------------------------------------------------- campaigns
 
 
-def config_id(seed: int, index: int, layers: Sequence[str], space: str) -> str:
-    """Stable id of the ``index``-th configuration of a campaign (12 hex digits)."""
+def parse_precisions(text: str | Sequence[str]) -> tuple[str, ...]:
+    """``fp32,bf16`` (or a sequence) -> unique precision names in order, with clear errors."""
+    parts = text.split(",") if isinstance(text, str) else list(text)
+    names: list[str] = []
+    for part in parts:
+        if str(part).strip():
+            name = str(parse_precision(str(part).strip()))
+            if name not in names:
+                names.append(name)
+    if not names:
+        raise ValueError("no precision given (e.g. fp32 or fp32,tf32,fp16,bf16)")
+    return tuple(names)
+
+
+def config_id(seed: int, index: int, layers: Sequence[str], space: str,
+              precisions: Sequence[str] = DEFAULT_PRECISIONS, backend: str = "tensorflow") -> str:
+    """Stable id of the ``index``-th configuration of a campaign (12 hex digits).
+
+    The default precisions and backend add nothing to the key (older campaigns keep their ids).
+    """
     key = f"{seed}|{index}|{','.join(layers)}|{space}"
+    if tuple(precisions) != DEFAULT_PRECISIONS:
+        key += f"|{','.join(precisions)}"
+    if backend != "tensorflow":
+        key += f"|{backend}"
     return hashlib.sha1(key.encode()).hexdigest()[:12]
 
 
 def campaign_configs(
-    layers: Sequence[str], samples: int, seed: int = 0, space: str | FeatureSpace = "paper"
+    layers: Sequence[str], samples: int, seed: int = 0, space: str | FeatureSpace = "paper",
+    precisions: Sequence[str] = DEFAULT_PRECISIONS, backend: str = "tensorflow",
 ) -> Iterator[dict]:
-    """The deterministic configurations of a campaign, each with index, config_id, seed, space."""
+    """The deterministic configurations of a campaign, each with index, config_id, seed, space.
+
+    Configuration ``i`` is shape ``i // len(precisions)`` (drawn as above) at precision
+    ``precisions[i % len(precisions)]``: every shape is timed at every precision in turn.
+    """
     if not layers:
         raise ValueError("no layer types given")
     for name in layers:
         get_layer(name)
+    precisions = parse_precisions(precisions)
     sp = get_space(space)
+    per_shape = len(precisions)
     for index in range(samples):
-        name = layers[index % len(layers)]
-        rng = np.random.default_rng([seed, index])
+        shape = index // per_shape
+        name = layers[shape % len(layers)]
+        rng = np.random.default_rng([seed, shape])
         row = LAYER_TYPES[name].sample(rng, sp)
+        if precisions != DEFAULT_PRECISIONS:
+            row["precision"] = precisions[index % per_shape]
         row.update(index=index, seed=seed, space=sp.name,
-                   config_id=config_id(seed, index, layers, sp.name))
+                   config_id=config_id(seed, index, layers, sp.name, precisions, backend))
         yield row
 
 
@@ -251,7 +148,7 @@ class CampaignFileError(ValueError):
     """The output file exists but cannot be resumed (e.g. a different header)."""
 
 
-def _prepare_file(path: Path) -> set[str]:
+def prepare_campaign_file(path: Path) -> set[str]:
     """Make ``path`` ready for appending; return the config_ids already recorded.
 
     Writes the header to a new/empty file, drops a partial last line (no trailing newline)
@@ -270,7 +167,7 @@ def _prepare_file(path: Path) -> set[str]:
             handle.truncate()
             data = data[:cut]
     if not data:
-        return _prepare_file(path)
+        return prepare_campaign_file(path)
     text = data.decode("utf-8", errors="replace")
     reader = csv.reader(text.splitlines())
     header = next(reader)
@@ -288,6 +185,11 @@ def _prepare_file(path: Path) -> set[str]:
                                     f"{len(CSV_COLUMNS)}")
         done.add(fields[pos])
     return done
+
+
+def format_row(record: dict) -> list[str]:
+    """The CSV fields of a record in :data:`CSV_COLUMNS` order (NaN and None as empty)."""
+    return [_format(record.get(col)) for col in CSV_COLUMNS]
 
 
 def _format(value: Any) -> str:
@@ -332,11 +234,13 @@ def _read_marker(marker: Path) -> tuple[str, int] | None:
         return None
 
 
-def _failed_record(row: dict, plan: TimingPlan, error: str) -> dict:
+def failed_record(row: dict, plan: TimingPlan, error: str, backend: str = "tensorflow") -> dict:
+    """The failed row of a configuration that could not be timed (``error`` says why)."""
     record = dict(row)
     record.update({c: math.nan for c in TIME_COLUMNS})
     record.update(status="failed", error=error, runs=0, reps=plan.reps, warmup=plan.warmup,
                   grad_input=plan.grad_input, backward=plan.backward,
+                  framework=get_backend(backend).framework,
                   flops=get_layer(str(row["layer"])).flops(row))
     return record
 
@@ -355,6 +259,8 @@ def run_campaign(
     progress: Callable[[int, int, dict | None], None] | None = None,
     isolate: bool = False,
     max_restarts: int = 50,
+    backend: str = "tensorflow",
+    precisions: Sequence[str] = DEFAULT_PRECISIONS,
 ) -> CampaignResult:
     """Run (or resume) a campaign of ``samples`` configurations, appending rows to ``out``.
 
@@ -364,23 +270,30 @@ def run_campaign(
     A configuration that kills the process (a native crash inside TensorFlow) is retried once
     on the next run and then recorded as a failed row. With ``isolate=True`` the campaign runs
     in a child process that is restarted after such a crash (up to ``max_restarts`` times), so
-    one call always finishes the campaign.
+    one call always finishes the campaign. ``backend`` times the rows (``tensorflow`` or
+    ``torch``); ``precisions`` times each drawn shape at each precision.
     """
     plan = plan or TimingPlan()
+    engine = get_backend(backend)
+    require_module(engine)
+    precisions = parse_precisions(precisions)
+    for name in precisions:
+        if name not in engine.precisions:
+            raise ValueError(f"backend {engine.name!r} times {', '.join(engine.precisions)}, "
+                             f"not {name}")
     if isolate:
         return _run_isolated(out, layers, samples, seed=seed, space=space, device=device,
                              plan=plan, max_rows=max_rows, max_seconds=max_seconds,
-                             progress=progress, max_restarts=max_restarts)
-    from layerwise.hardware import detect_device
-
+                             progress=progress, max_restarts=max_restarts,
+                             backend=engine.name, precisions=precisions)
     started = time.perf_counter()
     path = Path(out)
-    done = _prepare_file(path)
-    configs = list(campaign_configs(layers, samples, seed, space))
+    done = prepare_campaign_file(path)
+    configs = list(campaign_configs(layers, samples, seed, space, precisions, engine.name))
     todo = [row for row in configs if row["config_id"] not in done]
     result = CampaignResult(out=str(path), requested=samples,
                             skipped_existing=len(configs) - len(todo))
-    hw = detect_device(device)
+    hw = engine.detect(device)
     result.device = dict(hw)
     run_id = uuid.uuid4().hex[:12]
     total = len(configs)
@@ -399,24 +312,24 @@ def run_campaign(
                 break
             attempts = pending[1] if pending and pending[0] == row["config_id"] else 0
             if attempts >= CRASH_ATTEMPTS:
-                record = _failed_record(row, plan, f"process died {attempts} times while "
-                                        "timing this configuration (native crash)")
+                record = failed_record(row, plan, f"process died {attempts} times while "
+                                       "timing this configuration (native crash)", engine.name)
             else:
                 marker.write_text(f"{row['config_id']} {attempts + 1}\n")
                 try:
-                    record = bench_row(row, device, plan)
+                    record = bench_row(row, device, plan, engine.name)
                 except KeyboardInterrupt:
                     marker.unlink(missing_ok=True)
                     raise
             record.update(hw, run_id=run_id)
-            writer.writerow([_format(record.get(col)) for col in CSV_COLUMNS])
+            writer.writerow(format_row(record))
             handle.flush()
             marker.unlink(missing_ok=True)
             result.written += 1
             result.ok += record["status"] == "ok"
             result.failed += record["status"] == "failed"
             if (n + 1) % 100 == 0:
-                _clear_session()
+                _clear_session(engine.name)
             if progress:
                 progress(result.skipped_existing + result.written, total, record)
     result.seconds = time.perf_counter() - started
@@ -506,11 +419,12 @@ def _run_isolated(out: str | Path, layers: Sequence[str], samples: int, *, progr
     return total
 
 
-def _clear_session() -> None:
-    with contextlib.suppress(Exception):
-        import keras
+def _clear_session(backend: str) -> None:
+    if backend == "tensorflow":
+        with contextlib.suppress(Exception):
+            import keras
 
-        keras.backend.clear_session()
+            keras.backend.clear_session()
     gc.collect()
 
 

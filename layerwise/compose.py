@@ -235,3 +235,11 @@ class Composition(BaseEstimator):
         """No fitted overheads: the plain sum, interval = the layer intervals' sum."""
         return cls.from_dict({"scale": {"fp32": 1.0, "tensor": 1.0}, "kernel_ms": 0.0,
                               "step_ms": 0.0, "log_low": 0.0, "log_high": 0.0})
+
+
+def composition_for(predictor: Any, framework: str) -> Composition:
+    """The predictor's composition for ``framework``: its own (``framework_compositions_``),
+    else the default one (``composition_``, fitted on TensorFlow networks), else identity."""
+    own = getattr(predictor, "framework_compositions_", None) or {}
+    return own.get(str(framework)) or getattr(predictor, "composition_", None) \
+        or Composition.identity()

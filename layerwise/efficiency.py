@@ -15,8 +15,10 @@ bandwidth, one launch). A forecast is ``bound_ms x exp(tree output)``. Rules:
   its interval widened by ``extrapolation_widening``; a kind with no rows of its own (priced by
   its family's trees) is flagged ``own_data`` False and widened by ``no_data_widening``.
 * Intervals (``coverage``, default 90 %): quantiles of log residuals in bins of log bound,
-  from a random split per device for devices seen in training, and from leave-one-device-out
-  refits (device = GPU chip, so V100 SXM2 and V100 PCIe leave together) for any other device.
+  from a random 10 % split for devices seen in training (per device where the split holds
+  :data:`CHIP_INTERVAL_ROWS` of its rows, else pooled: a device's own noise sets its width),
+  and from leave-one-device-out refits (device = GPU chip, so V100 SXM2 and V100 PCIe leave
+  together) for any other device.
 * Saved as ``efficiency.json`` + ``efficiency.npz`` (numpy arrays; no pickles, no TensorFlow).
 """
 
@@ -35,6 +37,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
+from fleet.framework import FRAMEWORKS
 from fleet.names import gpu_words
 from layerwise.compose import Composition
 from layerwise.estimators.gbt import Forest
@@ -43,8 +46,8 @@ from layerwise.predictor import capped_fold, read_saved_doc
 from layerwise.roofline import family_of, physics_frame
 
 FORMAT_VERSION = 2
-FRAMEWORKS = ("tensorflow", "pytorch")
 ACTIVATION_VALUES = ("none", "relu", "tanh", "sigmoid")
+CHIP_INTERVAL_ROWS = 200  # held-out rows a device needs for an interval of its own
 RANGE_FEATURES = ("log_m", "log_n", "log_k", "log_bytes", "log_bound")
 OUTPUT_COLUMNS = ("predicted_ms", "low_ms", "high_ms")
 
@@ -180,6 +183,11 @@ class EfficiencyPredictor(BaseEstimator):
             key = Xf.loc[held, "log_bound"].to_numpy()
             entry["seen_interval"] = _interval(key, yf[held] - pred, self.coverage,
                                                self.interval_bins)
+            entry["seen_interval_by_chip"] = {
+                str(chip): _interval(key[cf[held] == chip], (yf[held] - pred)[cf[held] == chip],
+                                     self.coverage, self.interval_bins)
+                for chip in np.unique(cf[held])
+                if (cf[held] == chip).sum() >= CHIP_INTERVAL_ROWS}
             entry["unseen_interval"] = (self._leave_one_out(Xf, yf, cf, rng, progress)
                                         if self.calibrate_unseen else None)
             entry["forest"] = self._forest(Xf, yf)
@@ -236,7 +244,8 @@ class EfficiencyPredictor(BaseEstimator):
         extrap = np.zeros(len(rows), dtype=bool)
         fam = layer.map(family_of).to_numpy()
         gpu = rows["gpu"].astype(str) if "gpu" in rows.columns else pd.Series("", index=rows.index)
-        seen = gpu.map(chip_of).isin(self.chips_).to_numpy()
+        chip_sel = gpu.map(chip_of).to_numpy()
+        seen = np.isin(chip_sel, self.chips_)
         for family in np.unique(fam):
             sel = fam == family
             entry = self.families_.get(family)
@@ -246,6 +255,10 @@ class EfficiencyPredictor(BaseEstimator):
             pred[sel] = entry["forest"].predict(Xf.to_numpy(np.float64))
             key = Xf["log_bound"].to_numpy()
             lo, hi = _apply_interval(entry["seen_interval"], key)
+            for chip, iv in entry.get("seen_interval_by_chip", {}).items():
+                mine = chip_sel[sel] == chip
+                if mine.any():
+                    lo[mine], hi[mine] = _apply_interval(iv, key[mine])
             if entry["unseen_interval"] is not None:
                 u_lo, u_hi = _apply_interval(entry["unseen_interval"], key)
                 lo = np.where(seen[sel], lo, u_lo)
@@ -291,6 +304,11 @@ class EfficiencyPredictor(BaseEstimator):
         (path / "efficiency.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
         if getattr(self, "composition_", None) is not None:
             self.composition_.save(path)
+        for old in path.glob("composition-*.json"):
+            old.unlink()
+        for framework, comp in (getattr(self, "framework_compositions_", None) or {}).items():
+            (path / f"composition-{framework}.json").write_text(
+                json.dumps(comp.to_dict(), indent=1, sort_keys=True))
         return path
 
     @classmethod
@@ -310,4 +328,11 @@ class EfficiencyPredictor(BaseEstimator):
             est.families_[family] = {**meta, "forest": forest}
         est.kinds_, est.chips_, est.info_ = doc["kinds"], doc["chips"], doc.get("info", {})
         est.composition_ = Composition.load(path)
+        est.framework_compositions_ = {}
+        for file in sorted(path.glob("composition-*.json")):
+            try:
+                est.framework_compositions_[file.stem.split("-", 1)[1]] = \
+                    Composition.from_dict(json.loads(file.read_text()))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"{file}: bad composition file ({exc})") from None
         return est

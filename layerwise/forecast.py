@@ -46,7 +46,7 @@ import pandas as pd
 from fleet.precision import parse_precision
 from layerwise.compose import (
     ROUGH_INTERVAL,
-    Composition,
+    composition_for,
     precision_class,
     price_layers,
     rough_ms,
@@ -207,7 +207,7 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
     """Forecast dict of one step with the roofline-efficiency predictor and its composition."""
     training = optimizer != "none"
     layers = price_layers(net.rows, predictor, hw, precision, training, optimizer, framework)
-    comp = getattr(predictor, "composition_", None) or Composition.identity()
+    comp = composition_for(predictor, framework)
     pclass = precision_class(precision, hw)
     ms, low, high = comp.step(float(layers["ms"].sum()), float(layers["low_ms"].sum()),
                               float(layers["high_ms"].sum()), int(layers["kernels"].sum()),

@@ -37,6 +37,7 @@ class HybridPredictor:
         self.efficiency = efficiency
         self.specialist = specialist
         self.composition_ = getattr(efficiency, "composition_", None)
+        self.framework_compositions_ = getattr(efficiency, "framework_compositions_", {})
         self.families_ = efficiency.families_
 
     @property

@@ -22,11 +22,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fleet.framework import Framework
+
 FORMATS = ("justus", "neusight", "bench")
 NEUSIGHT_UNARY = {"relu": "relu", "gelu": "tanh", "tanh": "tanh", "sigmoid": "sigmoid"}
 NEUSIGHT_BINARY = ("add", "mul", "div", "pow", "sub")
-NEUSIGHT_FRAMEWORK = "pytorch"
-DEFAULT_FRAMEWORK = "tensorflow"
+NEUSIGHT_FRAMEWORK = Framework.PYTORCH.value
+DEFAULT_FRAMEWORK = Framework.TENSORFLOW.value
 
 
 class SourceFormatError(ValueError):

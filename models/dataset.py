@@ -4,13 +4,19 @@ Each run contributes, per phase, its cumulative progress curve: after ``iteratio
 steps of that phase the run had spent ``seconds`` in it (time in the other phase left
 out). Every epoch / step mark the log has becomes a point, so a model sees the whole
 curve of each run, warm-up included, not only its total.
+
+Software stacks are keyed case- and whitespace-insensitively (:func:`stack_key`): the runs of
+``"MXNet NVIDIA Release 21.09"`` and ``"MxNet  NVIDIA Release 21.09"`` are one stack, and the
+``stack`` column spells it the way its earliest run did (runs without a start time count
+after those with one; ties go by source and run order), so every row of one stack reads the
+same.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ingest.store import Store
+from ingest.store import Store, StoredRun
 
 MAX_POINTS_PER_RUN_PHASE = 200
 COLUMNS = [
@@ -29,13 +35,35 @@ COLUMNS = [
 
 
 def software_stack(framework: str | None) -> str:
-    """The stack key part: the framework string as logged, or ``""`` when unknown."""
+    """The stack as logged (ends stripped), or ``""`` when unknown; keyed by :func:`stack_key`."""
     return (framework or "").strip()
+
+
+def stack_key(stack: str | None) -> str:
+    """The key of a stack: case folded, runs of whitespace read as one space, ends stripped.
+
+    Two spellings are one stack exactly when their keys are equal; ``""`` is the unknown stack.
+    """
+    return " ".join(str(stack or "").split()).casefold()
+
+
+def stack_spellings(stored: list[StoredRun]) -> dict[str, str]:
+    """Stack key -> the spelling the earliest run used (see the module doc for the order)."""
+
+    def order(run: StoredRun) -> tuple:
+        return (run.start_time is None, run.start_time or 0.0, run.source, run.run_index)
+
+    spelling: dict[str, str] = {}
+    for run in sorted(stored, key=order):
+        stack = software_stack(run.framework)
+        spelling.setdefault(stack_key(stack), stack)
+    return spelling
 
 
 def progress_points(store: Store) -> pd.DataFrame:
     """One row per progress point of every run and phase in the store (see module doc)."""
     stored = store.runs()
+    spelling = stack_spellings(stored)
     by_run: dict[int, list[dict]] = {}
     for seg in store.segments([r.id for r in stored]):
         by_run.setdefault(seg["run_id"], []).append(seg)
@@ -54,7 +82,7 @@ def progress_points(store: Store) -> pd.DataFrame:
                         "source": run.source,
                         "network": run.network,
                         "deployment": run.deployment,
-                        "stack": software_stack(run.framework),
+                        "stack": spelling[stack_key(run.framework)],
                         "phase": phase,
                         "batch_size": int(batch),
                         "iterations": iters,

@@ -8,6 +8,7 @@ Rules:
   single run, the tail hold-out (the total predicted from the first half of the run).
 - ``predicted = actual / (1 + error)``; the 90 % interval around it is
   ``[predicted / (1 + h), predicted * (1 + h)]`` with ``h`` the model's ``half_width_``.
+- A model's points are those of its key, the stack compared by ``models.dataset.stack_key``.
 - A model whose errors no longer line up with the points (the store changed since the fit) is
   left out, and so is an error that is not finite or at most -1.
 """
@@ -19,6 +20,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
+
+from models.dataset import stack_key
 
 if TYPE_CHECKING:
     from models.e2e import FittedModel
@@ -43,7 +46,7 @@ def held_out_predictions(models: Sequence[FittedModel], points: pd.DataFrame) ->
             (points["network"] == m.network)
             & (points["deployment"] == m.deployment)
             & (points["phase"] == m.phase)
-            & (points["stack"] == m.stack)
+            & (points["stack"].map(stack_key) == stack_key(m.stack))
         ]
         finals = df.groupby("run_id", sort=False).tail(1)
         if len(finals) != len(errors):

@@ -25,3 +25,20 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data not present")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One real local Ray (2 CPUs) per test module; the code under test joins it and leaves
+    it running, and it is shut down after the module."""
+    import ray
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_DISABLE_USAGE_STATS", "1")
+        mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        mp.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            yield
+        finally:
+            ray.shutdown()

@@ -13,6 +13,7 @@ from jobcast.cli import mlops as cli_mlflow
 from jobcast.cli import prometheus as cli_prometheus
 from jobcast.cli.options import (
     AS_JSON,
+    FRAMEWORK,
     IMAGE_SIZE,
     PRECISION,
     STORE,
@@ -37,20 +38,60 @@ def ingest(
         None, help="Network name, where the logs lack or misname it."
     ),
     deployment: str | None = typer.Option(
-        None, help="Deployment key or '8x V100' form, where the logs lack it."
+        None,
+        help="Deployment key or '8x V100' form, where the logs lack it. A log naming other "
+        "accelerators is rejected (see --override).",
+    ),
+    override: bool = typer.Option(
+        False,
+        "--override",
+        help="Let --deployment win over accelerators a log names (each such run keeps a "
+        "warning) instead of rejecting the file.",
     ),
     batch_size: int | None = typer.Option(
         None, min=1, help="Global batch size, where logs lack it."
     ),
     as_json: bool = json_option("Print a JSON report."),
+    use_ray: bool = typer.Option(
+        False, "--ray", help="Parse in Ray tasks (local Ray unless --ray-address); one writer."
+    ),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="Ray cluster to join (implies --ray), e.g. ray://host:10001."
+    ),
 ) -> None:
-    """Parse training logs into the store (idempotent; each file whole or not at all)."""
-    from ingest.pipeline import Overrides, ingest_paths
+    """Parse training logs into the store (idempotent; each file whole or not at all).
 
+    --deployment fills in logs that name no accelerators; a log that names others is
+    rejected with its line and both deployments, unless --override is given.
+    """
+    from fleet.deployment import normalise_deployment
+    from ingest.pipeline import Overrides, collect_warnings, ingest_paths
+
+    if override and not deployment:
+        fail("--override needs --deployment")
+    if deployment:
+        try:
+            normalise_deployment(deployment)
+        except ValueError as exc:
+            fail(f"--deployment {deployment!r}: {exc}")
     st = open_store(store)
-    overrides = Overrides(network=network, deployment=deployment, batch_size=batch_size)
+    overrides = Overrides(
+        network=network, deployment=deployment, batch_size=batch_size, override=override
+    )
     with progress_bar("ingest", disable=as_json) as advance:
-        report = ingest_paths(st, paths, overrides, progress=advance)
+        if use_ray or ray_address:
+            from fleet.ray_session import RayMissing
+            from ingest.ray_ingest import ingest_paths_ray
+
+            try:
+                report = ingest_paths_ray(
+                    st, paths, overrides, address=ray_address, progress=advance
+                )
+            except (RayMissing, ConnectionError) as exc:
+                fail(str(exc))
+            collect_warnings(st, report)
+        else:
+            report = ingest_paths(st, paths, overrides, progress=advance)
     if as_json:
         emit_json(
             {
@@ -59,6 +100,9 @@ def ingest(
                 "rejected": [
                     {"source": e.source, "line": e.line, "reason": e.reason}
                     for e in report.rejected
+                ],
+                "warnings": [
+                    {"source": s, "run": n, "warning": w} for s, n, w in report.warnings
                 ],
                 "skipped": report.skipped,
                 "store": st.counts(),
@@ -71,6 +115,9 @@ def ingest(
             f"in the store, {len(report.rejected)} rejected, "
             f"{len(report.skipped)} side files skipped"
         )
+        for source, number, text in report.warnings:
+            console.print(f"[yellow]warning[/yellow] {source} run {number}: {text}",
+                          highlight=False)
         for err in report.rejected:
             console.print(f"[red]rejected[/red] {err}", highlight=False)
     raise typer.Exit(1 if report.rejected else 0)
@@ -99,17 +146,30 @@ def fit(
     form: str = typer.Option("auto", help="auto, per_sample, per_iteration, iteration_and_sample."),
     tracking_uri: str | None = TRACKING_URI,
     track: bool = typer.Option(True, "--track/--no-track", help="Log the fit as an MLflow run."),
-    as_json: bool = json_option("Print the fitted models as JSON."),
+    as_json: bool = json_option(
+        "Print the fitted models as JSON; keys that could not be fitted are entries with "
+        "'error'."
+    ),
 ) -> None:
-    """Fit the end-to-end models (one per network x deployment x phase x stack)."""
+    """Fit the end-to-end models (one per network x deployment x phase x stack).
+
+    A key that cannot be fitted is reported with its reason and the others are fitted
+    (exit 0); the command fails only when no model could be fitted.
+    """
+    from ingest.store import StoreError
     from jobcast.cli.views import models_payload, models_table
-    from models.e2e import fit_store
+    from models.e2e import fit_store_report
 
     st = open_store(store)
     try:
-        models = fit_store(st, form=form)
-    except ValueError as exc:
+        report = fit_store_report(st, form=form)
+    except (ValueError, StoreError) as exc:
         fail(str(exc))
+    models, failures = report.models, report.failures
+    if not models and failures:
+        shown = "; ".join(str(f) for f in failures[:5])
+        more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
+        fail(f"no models fitted: {len(failures)} keys could not be fitted: {shown}{more}")
     if not models:
         fail("no models fitted: the store holds no runs (run `jobcast ingest PATH` first)")
     payload = models_payload(models)
@@ -119,9 +179,11 @@ def fit(
         run_id = log_fit_run(st, models, tracking_uri=tracking_uri, form=form)
         err_console.print(f"MLflow run {run_id}")
     if as_json:
-        emit_json(payload)
+        emit_json(payload + [f.to_dict() for f in failures])
     else:
         console.print(models_table(payload))
+        for failure in failures:
+            console.print(f"[yellow]not fitted[/yellow] {failure}", highlight=False)
 
 
 @app.command()
@@ -140,6 +202,7 @@ def predict(
     optimizer: str = typer.Option("sgd", help="Layerwise: sgd, adam, ... or none (inference)."),
     image_size: int | None = IMAGE_SIZE,
     precision: str = PRECISION,
+    framework: str = FRAMEWORK,
     jobs: Path | None = typer.Option(
         None,
         help="CSV of jobs (network, deployment, batch_size, iterations, phase) for batch mode.",
@@ -173,7 +236,8 @@ def predict(
     flags = dict(network=network, deployment=deployment, batch_size=batch_size,
                  iterations=iterations, phase=phase, epochs=epochs, dataset_size=dataset_size,
                  eval_every=eval_every, eval_size=eval_size, stack=stack, device=device,
-                 optimizer=optimizer, image_size=image_size, precision=precision)
+                 optimizer=optimizer, image_size=image_size, precision=precision,
+                 framework=framework)
     try:
         req = JobRequest.from_mapping(flags)
     except JobRequestError as exc:
@@ -206,6 +270,7 @@ def compare(
     optimizer: str = typer.Option("sgd", help="Layerwise: optimizer of the training step."),
     image_size: int | None = IMAGE_SIZE,
     precision: str = PRECISION,
+    framework: str = FRAMEWORK,
     gpus: str = typer.Option("1", help="GPU counts to rank per device, e.g. 1,2,4,8 (the "
                              "global batch is split over them)."),
     store: str | None = STORE,
@@ -233,6 +298,7 @@ def compare(
             optimizer=optimizer,
             image_size=image_size,
             precision=precision,
+            framework=framework,
             counts=counts,
         )
     except (PriceTableError, ValueError) as exc:

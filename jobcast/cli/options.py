@@ -57,6 +57,8 @@ IMAGE_SIZE = typer.Option(None, min=8, help="Layerwise: input image side (defaul
                           "network's own, e.g. 224, or 299 for Inception).")
 PRECISION = typer.Option("fp32", help="Layerwise: fp32, tf32, fp16 or bf16 (mixed precision "
                          "on tensor cores).")
+FRAMEWORK = typer.Option("tensorflow", help="Layerwise: tensorflow or pytorch (eager PyTorch's "
+                         "per-op costs).")
 
 # -- Prometheus (ingest-prometheus, eta) ------------------------------------------------------
 

@@ -82,8 +82,12 @@ OUTPUT_COLUMNS: dict[str, str] = {
     "route": "string",
     "model": "string",
     "extrapolated": "boolean",
+    "interconnect": "string",
+    "assumed": "string",
     "error": "string",
 }
+# Null where they do not apply: errors, and interconnects of single-device forecasts.
+OPTIONAL_OUTPUTS = ("error", "interconnect", "assumed")
 ERROR_MODES = ("raise", "row")
 
 ARTIFACT_MODELS = "e2e_models"
@@ -95,7 +99,8 @@ def forecaster_signature() -> ModelSignature:
     """Input columns (required and optional), output columns and the ``errors`` parameter."""
     inputs = [ColSpec(t, n) for n, t in REQUIRED_COLUMNS.items()]
     inputs += [ColSpec(t, n, required=False) for n, t in OPTIONAL_COLUMNS.items()]
-    outputs = [ColSpec(t, n, required=n not in ("error",)) for n, t in OUTPUT_COLUMNS.items()]
+    outputs = [ColSpec(t, n, required=n not in OPTIONAL_OUTPUTS)
+               for n, t in OUTPUT_COLUMNS.items()]
     params = ParamSchema([ParamSpec("errors", "string", "raise")])
     return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs), params=params)
 
@@ -140,6 +145,8 @@ def output_row(outcome: Outcome) -> dict:
         "route": str(outcome.route),
         "model": outcome.model,
         "extrapolated": bool(outcome.extrapolated),
+        "interconnect": outcome.details.get("interconnect"),
+        "assumed": "; ".join(outcome.details.get("assumed", [])) or None,
         "error": None,
     }
 

@@ -39,6 +39,7 @@ def compare(
     image_size: int | None = None,
     precision: str = "fp32",
     counts: list[int] | None = None,
+    framework: str = "tensorflow",
 ) -> dict:
     """Forecast the job on every candidate; rows sorted by time, each with its cost rank."""
     if batch_size <= 0 or epochs <= 0:
@@ -63,7 +64,8 @@ def compare(
         for n in counts:
             where = {"device": device} if n == 1 else {"deployment": f"{n}x {device}"}
             requests.append((device, n, JobRequest(optimizer=optimizer, image_size=image_size,
-                                                   precision=precision, **where, **common)))
+                                                   precision=precision, framework=framework,
+                                                   **where, **common)))
     rows = []
     for gpu, count, req in requests:
         outcome = forecaster.forecast(req)

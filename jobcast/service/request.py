@@ -6,7 +6,8 @@ Rules (:data:`FIELDS` is the only list of columns):
   table (a served table always has them; a value may be empty). The others are optional.
 * ``network`` and ``batch_size`` must have a value; ``phase`` defaults to ``train``,
   ``optimizer`` to ``sgd``, ``precision`` to ``fp32`` (also tf32, fp16, bf16: mixed precision
-  on tensor cores), ``image_size`` to the network's own (224 for most, 299 for Inception).
+  on tensor cores), ``framework`` to ``tensorflow`` (or ``pytorch``: eager PyTorch's per-op
+  costs), ``image_size`` to the network's own (224 for most, 299 for Inception).
 * Text is stripped; an empty cell, ``None`` or NaN means "not given".
 * Whole-number fields accept ``64`` and ``64.0``, not ``64.5``; every number must be finite.
 * An error names the field and, where the caller says it (``where``), the file and line.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from fleet.framework import parse_framework
 from fleet.precision import parse_precision
 from ingest.events import PHASES
 
@@ -50,6 +52,7 @@ FIELDS: tuple[Field, ...] = (
     Field("dataset_size", "whole"),
     Field("image_size", "whole"),
     Field("precision", "text", default="fp32"),
+    Field("framework", "text", default="tensorflow"),
     Field("eval_every", "number"),
     Field("eval_size", "whole"),
     Field("stack", "text"),
@@ -81,6 +84,7 @@ class JobRequest:
     optimizer: str = "sgd"
     image_size: int | None = None
     precision: str = "fp32"
+    framework: str = "tensorflow"
 
     def describe(self) -> dict:
         """The fields that are set, for echoing a request back."""
@@ -104,6 +108,7 @@ class JobRequest:
             raise JobRequestError(f"image_size must be >= 8, got {self.image_size}")
         try:
             parse_precision(self.precision)
+            parse_framework(self.framework)
         except ValueError as exc:
             raise JobRequestError(str(exc)) from None
 

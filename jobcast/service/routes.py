@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from fleet.catalog import resolve_gpu
 from fleet.deployment import Deployment, deployment_key, normalise_deployment
+from fleet.framework import parse_framework
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.other_counts import scale_to_count
 from jobcast.service.request import JobRequest, JobRequestError
@@ -141,6 +142,7 @@ class LayerwiseRoute:
             optimizer=None if req.optimizer in (None, "", "none") else req.optimizer,
             image_size=req.image_size,
             precision=req.precision,
+            framework=parse_framework(req.framework).value,
             dataset_size=req.dataset_size,
             epochs=req.epochs,
             predictor=self.predictor,

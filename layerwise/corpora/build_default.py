@@ -3,11 +3,14 @@
     python -m layerwise.corpora.build_default [--out layerwise/data/default_predictor]
 
 1. :class:`~layerwise.efficiency.EfficiencyPredictor` on every Justus (TF 1.10, six GPUs,
-   forward and training step) and NeuSight (PyTorch 2.1, five GPUs, forward) row, with
-   leave-one-chip-out intervals for unseen GPUs.
+   forward and training step), NeuSight (PyTorch 2.1, five GPUs, forward) and measured
+   (``layerwise/data/measured``: PyTorch 2.11 on an H100, four precisions, forward and
+   training step) row, with leave-one-chip-out intervals for unseen GPUs.
 2. :class:`~layerwise.compose.Composition` on the Lambda tf_cnn_benchmarks networks (1 GPU,
    synthetic, training, fp32 and fp16, four GPUs), its interval from leave-one-GPU-out
-   residuals of the composition. ``benchmarks/layerwise_networks.py`` reports the stricter
+   residuals of the composition; and a PyTorch one (``composition-pytorch.json``) on the
+   measured H100 torchvision networks, its interval from leave-one-network-out residuals.
+   ``benchmarks/layerwise_networks.py`` reports the stricter
    figure where the layer predictor also leaves the GPU out.
 """
 
@@ -21,9 +24,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import layerwise.forecast  # noqa: F401  (every module loaded now: a long fit sees one version)
 from layerwise.compose import Composition
-from layerwise.corpora.network_fit import lambda_targets, leave_one_gpu_out, network_sums
-from layerwise.corpora.tables import load_justus, load_neusight, shared_data_dir
+from layerwise.corpora.network_fit import (
+    lambda_targets,
+    leave_one_gpu_out,
+    measured_targets,
+    network_sums,
+)
+from layerwise.corpora.tables import load_justus, load_measured, load_neusight, shared_data_dir
 from layerwise.efficiency import EfficiencyPredictor
 from layerwise.predictor import DEFAULT_DIR
 
@@ -45,23 +54,33 @@ def build(out: Path, max_iter: int = 400, justus_rows: int = 0,
                                                            replace=False))
             j_rows, j_ms = j_rows.iloc[pick], j_ms.iloc[pick]
         n_rows, n_ms = load_neusight()
-        rows, ms = pd.concat([j_rows, n_rows]), pd.concat([j_ms, n_ms])
+        m_rows, m_ms = load_measured()
+        rows, ms = pd.concat([j_rows, n_rows, m_rows]), pd.concat([j_ms, n_ms, m_ms])
         predictor = EfficiencyPredictor(max_iter=max_iter).fit(
             rows, ms, progress=lambda chip: print(f"  interval fold without {chip}", flush=True))
+        out.mkdir(parents=True, exist_ok=True)
+        predictor.save(out)  # the long fit is kept even if a composition step fails
         summary.update(rows=int(len(rows)), justus_rows=int(len(j_rows)),
-                       neusight_rows=int(len(n_rows)))
+                       neusight_rows=int(len(n_rows)), measured_rows=int(len(m_rows)))
     fit_s = time.perf_counter() - start
     targets = lambda_targets(shared_data_dir() / "lambda")
     sums = network_sums(targets, predictor)
     loo = leave_one_gpu_out(sums)
     resid = np.log(loo["step_ms"] / loo["pred_ms"]).to_numpy()
     predictor.composition_ = Composition().fit(sums, sums["step_ms"], residuals=resid)
+    torch_sums = network_sums(measured_targets(), predictor, framework="pytorch")
+    torch_loo = leave_one_gpu_out(torch_sums, by="network")
+    predictor.framework_compositions_ = {"pytorch": Composition().fit(
+        torch_sums, torch_sums["step_ms"],
+        residuals=np.log(torch_loo["step_ms"] / torch_loo["pred_ms"]).to_numpy())}
     out.mkdir(parents=True, exist_ok=True)
     for old in ("predictor.json", "conv.npz", "dense.npz"):
         (out / old).unlink(missing_ok=True)
     predictor.save(out)
     summary.update(fit_seconds=round(fit_s, 1), composition=predictor.composition_.to_dict(),
                    composition_loo_mape=float(loo["ape"].mean()),
+                   pytorch_composition=predictor.framework_compositions_["pytorch"].to_dict(),
+                   pytorch_leave_one_network_out_mape=float(torch_loo["ape"].mean()),
                    bytes=int(sum(p.stat().st_size for p in out.iterdir())))
     return summary
 

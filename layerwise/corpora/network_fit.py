@@ -27,6 +27,8 @@ from layerwise.network import decompose
 from layerwise.roofline import family_of
 
 TF_CNN_OPTIMIZER = "momentum"
+MEASURED_NETWORKS = (Path(__file__).resolve().parents[1] / "data" / "measured"
+                     / "h100-sxm5_torch2.11_2026-11-23_networks.csv")
 
 
 def synthetic_training(frame: pd.DataFrame) -> pd.Series:
@@ -37,6 +39,23 @@ def synthetic_training(frame: pd.DataFrame) -> pd.Series:
     if "variable_update" in frame.columns:
         sel &= frame["variable_update"].astype(str).eq("replicated")
     return sel
+
+
+def measured_targets(path: Path = MEASURED_NETWORKS) -> pd.DataFrame:
+    """This project's measured whole-network steps (``layerwise/data/measured``), as targets:
+    gpu (catalog name), network (zoo name), precision, batch_per_gpu, step_ms, chip."""
+    from fleet.catalog import resolve_gpu
+    from layerwise.zoo import resolve_name
+
+    table = pd.read_csv(path)
+    out = pd.DataFrame({
+        "gpu": table["gpu"].map(lambda g: resolve_gpu(str(g)).name),
+        "network": table["network"].map(lambda n: resolve_name(str(n))),
+        "precision": table["precision"].astype(str),
+        "batch_per_gpu": table["batch_size"].astype(int),
+        "step_ms": table["step_ms"].astype(float), "runs": 1})
+    out["chip"] = out["gpu"].map(chip_of)
+    return out
 
 
 def lambda_targets(root: Path, gpu_count: int = 1) -> pd.DataFrame:
@@ -78,13 +97,15 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
     return pd.concat([targets.reset_index(drop=True), pd.DataFrame(records)], axis=1)
 
 
-def leave_one_gpu_out(sums: pd.DataFrame, coverage: float = 0.9) -> pd.DataFrame:
-    """Per row: predicted, low, high step ms from a composition fitted without its chip."""
+def leave_one_gpu_out(sums: pd.DataFrame, coverage: float = 0.9,
+                      by: str = "chip") -> pd.DataFrame:
+    """Per row: predicted, low, high step ms from a composition fitted without its group
+    (``by``: ``chip``, or ``network`` for new networks on measured GPUs)."""
     out = sums.copy()
     for col in ("pred_ms", "pred_low_ms", "pred_high_ms"):
         out[col] = np.nan
-    for chip in sorted(sums["chip"].unique()):
-        train = sums["chip"] != chip
+    for chip in sorted(sums[by].unique()):
+        train = sums[by] != chip
         comp = Composition(coverage=coverage).fit(sums.loc[train], sums.loc[train, "step_ms"])
         for i in sums.index[~train]:
             r = sums.loc[i]

@@ -17,6 +17,7 @@ import pandas as pd
 from layerwise.sources import kind_rows
 
 ENV_VAR = "JOBCAST_SHARED_DATA"
+MEASURED_DIR = Path(__file__).resolve().parents[1] / "data" / "measured"
 NEUSIGHT_FILES = ("conv", "linear", "elementwise", "ln", "softmax")
 
 
@@ -72,4 +73,26 @@ def load_neusight(files: Iterable[str] = NEUSIGHT_FILES,
         keep = r["layer"].astype(str).str.strip().ne("")
         rows.append(r.loc[keep])
         times.append(t.loc[keep])
+    return pd.concat(rows), pd.concat(times)
+
+
+def load_measured(folder: Path = MEASURED_DIR, exclude_gpus: Iterable[str] = ()
+                  ) -> tuple[pd.DataFrame, pd.Series]:
+    """This project's own bench rows (``layerwise/data/measured/*.csv.gz``, status ok only).
+
+    Rows of ``exclude_gpus`` (catalog names, e.g. ``H100 SXM5``) are left out.
+    """
+    rows, times = [], []
+    skip = set(exclude_gpus)
+    for path in sorted(Path(folder).glob("*.csv.gz")):
+        table = pd.read_csv(path)
+        table = table.loc[table["status"].astype(str).eq("ok")
+                          & ~table["gpu"].astype(str).isin(skip)]
+        r, t = kind_rows(table, "bench")
+        r.index = [f"{path.name}:{i + 2}" for i in table.index]
+        t.index = r.index
+        rows.append(r)
+        times.append(t)
+    if not rows:
+        return pd.DataFrame(), pd.Series(dtype=float)
     return pd.concat(rows), pd.concat(times)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, act_check, elements
 from layerwise.kinds.mapping import ACTIVATION_COST, NetworkSpecError, plane_params
 from layerwise.kinds.plane import PlaneKind
@@ -40,6 +41,10 @@ class Activation(PlaneKind):
 
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.Activation(str(row["activation"]))
+
+
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        return torch_ops.activation(torch, str(row["activation"]))
 
     def read_keras_config(self, layer: Any, config: dict[str, Any]) -> dict[str, Any]:
         """ReLU keeps ``max_value`` (relu6) on the instance."""

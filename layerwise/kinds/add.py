@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, elements
 from layerwise.kinds.mapping import plane_params
 from layerwise.kinds.plane import PlaneKind
@@ -24,6 +25,10 @@ class Add(PlaneKind):
 
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.Add()
+
+
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        return torch_ops.lambda_module(torch, lambda a, b: a + b)
 
     def from_keras(self, ctx: RowContext) -> list[dict] | None:
         """Two inputs of the output's shape (a square image or a flat vector) map to a row."""

@@ -97,6 +97,8 @@ class LayerKind:
     * ``input_gradient``: the kind has weights, so a network forecast on data that did not
       time the input gradient adds one forward pass for it.
     * ``floor_values``: column values of the smallest configuration (over ``FLOOR_DEFAULTS``).
+    * ``torch_layout``: how :meth:`build_torch` modules take their input (``nchw``, ``nhwc``
+      or ``flat``; see :mod:`layerwise.kinds.torch_ops`).
     """
 
     name: ClassVar[str]
@@ -111,6 +113,7 @@ class LayerKind:
     input_gradient: ClassVar[bool] = False
     keras_classes: ClassVar[tuple[str, ...]] = ()
     spec_types: ClassVar[tuple[str, ...]] = ()
+    torch_layout: ClassVar[str] = "nchw"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, columns={self.columns!r})"
@@ -152,6 +155,18 @@ class LayerKind:
     def build(self, keras: Any, row: Row) -> Any:
         """The Keras layer that the benchmark times for ``row``."""
         raise NotImplementedError
+
+    # ------------------------------------------------------------------ hooks: PyTorch
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        """The ``torch.nn.Module`` that the PyTorch benchmark times for ``row``."""
+        raise NotImplementedError(f"layer kind {self.name!r} has no PyTorch builder")
+
+    def torch_input_shape(self, row: Row) -> tuple[int, ...]:
+        """Shape of one torch input: :meth:`input_shape` in the kind's ``torch_layout``."""
+        shape = tuple(self.input_shape(row))
+        if self.torch_layout == "nchw" and len(shape) == 4:
+            return (shape[0], shape[3], shape[1], shape[2])
+        return shape
 
     # ------------------------------------------------------------------ hooks: networks
     def read_keras_config(self, layer: Any, config: dict[str, Any]) -> dict[str, Any]:

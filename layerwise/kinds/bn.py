@@ -27,6 +27,10 @@ class BatchNorm(PlaneKind):
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.BatchNormalization()
 
+
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        return torch.nn.BatchNorm2d(int(row["channels_in"]))
+
     def from_keras(self, ctx: RowContext) -> list[dict] | None:
         """A square image or a flat vector maps to a row."""
         params = plane_params(ctx.layer.x)

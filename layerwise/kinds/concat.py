@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import Row, RowContext, elem_bytes
 from layerwise.kinds.ln import last_axis_only
 from layerwise.kinds.mapping import plane_params, shape_text
@@ -89,6 +90,11 @@ class Concat(PlaneKind):
     def build(self, keras: Any, row: Row) -> Any:
         return _concat_layer(keras, split_channels(int(row["channels_in"]),
                                                    int(row["n_inputs"]))[1:])
+
+
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        return torch_ops.concat_module(
+            torch, row, split_channels(int(row["channels_in"]), int(row["n_inputs"]))[1:])
 
     def from_keras(self, ctx: RowContext) -> list[dict] | None:
         """Two or more inputs of the output's side (square images or flat vectors) joined on

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, act_check, act_flops
 from layerwise.kinds.mapping import need_image, spec_window
 from layerwise.kinds.space import ACTIVATIONS, FeatureSpace, as_bool, draw_choice, draw_int
@@ -102,6 +103,10 @@ class Conv(WindowKind):
             padding=str(row["padding"]), use_bias=as_bool(row["use_bias"]),
             activation=keras_activation(row),
         )
+
+
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        return torch_ops.conv_module(torch, row)
 
     def from_keras(self, ctx: RowContext) -> list[dict] | None:
         cfg, x, out = ctx.layer.config, ctx.layer.x, ctx.layer.out_shape

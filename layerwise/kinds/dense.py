@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import LayerKind, NetLayer, Row, RowContext, act_check, act_flops
 from layerwise.kinds.conv import bias_flops, keras_activation
 from layerwise.kinds.mapping import NetworkSpecError
@@ -17,6 +18,7 @@ class Dense(LayerKind):
     """Dense; FLOPs = 2 x outputs x inputs (+ bias, + activation)."""
 
     name = "dense"
+    torch_layout = "flat"
     columns = ("batchsize", "dim_input", "dim_output", "activation")
     description = "Dense (fully connected, with bias)"
     input_gradient = True
@@ -64,6 +66,10 @@ class Dense(LayerKind):
             int(row["dim_output"]), activation=keras_activation(row),
             use_bias=as_bool(row.get("use_bias", True)),
         )
+
+
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        return torch_ops.dense_module(torch, row)
 
     def from_keras(self, ctx: RowContext) -> list[dict] | None:
         """A rank-2 input maps to a row; a higher rank gets a rough estimate."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, elements
 from layerwise.kinds.mapping import plane_params
 from layerwise.kinds.plane import PlaneKind
@@ -42,6 +43,11 @@ class Dropout(PlaneKind):
 
     def build(self, keras: Any, row: Row) -> Any:
         return _always_dropout(keras, BENCH_RATE)
+
+
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        return torch_ops.lambda_module(
+            torch, lambda x: torch.nn.functional.dropout(x, BENCH_RATE, training=True))
 
     def from_keras(self, ctx: RowContext) -> list[dict] | None:
         """In training, a square image or flat vector maps to a row (rate 0 is a view);

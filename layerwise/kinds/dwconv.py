@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, act_check, act_flops
 from layerwise.kinds.conv import bias_flops, draw_conv, keras_activation, spec_conv_config
 from layerwise.kinds.space import FeatureSpace, as_bool
@@ -60,6 +61,10 @@ class DepthwiseConv(WindowKind):
             int(row["kernelsize"]), strides=int(row["strides"]), padding=str(row["padding"]),
             use_bias=as_bool(row["use_bias"]), activation=keras_activation(row),
         )
+
+
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        return torch_ops.conv_module(torch, row, groups=True)
 
     def from_keras(self, ctx: RowContext) -> list[dict] | None:
         """DepthwiseConv2D -> one row; SeparableConv2D -> depthwise row + pointwise conv row."""

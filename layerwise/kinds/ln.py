@@ -32,6 +32,7 @@ class LayerNorm(PlaneKind):
     """LayerNormalization over channels; FLOPs = 8 per element, 2 parameters per channel."""
 
     name = "ln"
+    torch_layout = "nhwc"
     description = "LayerNormalization over the last (channel) axis"
     keras_classes = ("LayerNormalization",)
     spec_types = ("ln",)
@@ -44,6 +45,10 @@ class LayerNorm(PlaneKind):
 
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.LayerNormalization(axis=-1)
+
+
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        return torch.nn.LayerNorm(int(row["channels_in"]))
 
     def from_keras(self, ctx: RowContext) -> list[dict] | None:
         """Normalisation over the last axis of a square image or flat vector maps to a row;

@@ -63,6 +63,10 @@ class ZeroPad(PlaneKind):
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.ZeroPadding2D(int(row["padding_px"]))
 
+
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        return torch.nn.ZeroPad2d(int(row["padding_px"]))
+
     def from_keras(self, ctx: RowContext) -> list[dict] | None:
         """Equal padding on all edges of a square channels-last image maps to a row (none at
         all is a view); anything else is left to the fallback (None)."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import LayerKind, NetLayer, Row, RowContext, elements
 from layerwise.kinds.mapping import NetworkSpecError, need_image, spec_window, square
 from layerwise.kinds.space import POOL_TYPES, FeatureSpace, draw_choice, draw_int
@@ -54,6 +55,10 @@ class Pool(WindowKind):
             else keras.layers.AveragePooling2D
         return cls(int(row["kernelsize"]), strides=int(row["strides"]),
                    padding=str(row["padding"]))
+
+
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        return torch_ops.pool_module(torch, row)
 
     def from_keras(self, ctx: RowContext) -> list[dict] | None:
         """Square windows map to a row; global pooling of a square input is a whole-input window."""

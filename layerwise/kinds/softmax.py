@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, elements
 from layerwise.kinds.ln import last_axis_only
 from layerwise.kinds.mapping import plane_params
@@ -23,6 +24,7 @@ class Softmax(PlaneKind):
     """Softmax over channels; FLOPs = 5 per element, no parameters."""
 
     name = "softmax"
+    torch_layout = "nhwc"
     description = "Softmax layer over the last (channel) axis"
     keras_classes = ("Softmax",)
     spec_types = ("softmax",)
@@ -32,6 +34,10 @@ class Softmax(PlaneKind):
 
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.Softmax(axis=-1)
+
+
+    def build_torch(self, torch: Any, row: Row) -> Any:
+        return torch_ops.lambda_module(torch, lambda x: torch.softmax(x, dim=-1))
 
     def from_keras(self, ctx: RowContext) -> list[dict] | None:
         """Softmax over the last axis of a square image or flat vector maps to a row; other

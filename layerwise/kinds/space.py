@@ -71,6 +71,23 @@ SPACES: dict[str, FeatureSpace] = {
             "(log-uniform); forward FLOPs of a batch <= 0.4 GFLOP, tensors <= 250 MB."
         ),
     ),
+    "gpu": FeatureSpace(
+        name="gpu",
+        batchsize=(1, 256),
+        matsize=(1, 256),
+        log_matsize=True,
+        strides=(1, 2),
+        channels=(1, 4096),
+        dense_dim=(1, 16384),
+        log_dense_dim=True,
+        max_flops=5e11,
+        max_bytes=6e9,
+        description=(
+            "Today's CNN layers on a data-centre GPU: batch 1-256, input side 1-256 "
+            "(log-uniform), kernel 1-7 (pool 1-7), stride 1-2, channels 1-4096 and dense dims "
+            "1-16384 (log-uniform); forward FLOPs of a batch <= 0.5 TFLOP, tensors <= 6 GB."
+        ),
+    ),
 }
 
 

@@ -122,3 +122,25 @@ def test_bad_rows_say_which_and_why(fitted):
 def test_chips_group_variants_of_one_gpu():
     assert chip_of("Tesla V100-PCIE-32GB") == chip_of("V100") == "v100"
     assert chip_of("NVIDIA A100-PCIE-40GB") == "a100"
+
+
+def test_a_noisier_device_gets_a_wider_interval_of_its_own(monkeypatch):
+    monkeypatch.setattr("layerwise.efficiency.CHIP_INTERVAL_ROWS", 20)  # small slices here
+    rows, ms = _training_rows()
+    rows = rows.reset_index(drop=True)
+    ms = ms.reset_index(drop=True)
+    noisy = rows["gpu"].astype(str).map(chip_of).eq(chip_of(str(rows["gpu"].iloc[0])))
+    rng = np.random.default_rng(0)
+    jittered = ms.where(~noisy, ms * np.exp(rng.normal(0.0, 0.8, len(ms))))
+    model = EfficiencyPredictor(max_iter=30, calibration_rows=2000,
+                                calibrate_unseen=False).fit(rows, jittered)
+    gemm = model.families_["gemm"]
+    noisy_chip = chip_of(str(rows["gpu"].iloc[0]))
+    quiet_chips = [c for c in gemm["seen_interval_by_chip"] if c != noisy_chip]
+    assert noisy_chip in gemm["seen_interval_by_chip"] and quiet_chips
+    one = pd.DataFrame([_conv(32, str(rows["gpu"].iloc[0]))])
+    other_gpu = next(str(g) for g in rows["gpu"] if chip_of(str(g)) == quiet_chips[0])
+    two = pd.DataFrame([_conv(32, other_gpu)])
+    width = [float(np.log(p["high_ms"] / p["low_ms"]).iloc[0])
+             for p in (model.predict(one), model.predict(two))]
+    assert width[0] > 1.5 * width[1]

@@ -207,8 +207,15 @@ def test_layerwise_rows_load_the_same_in_a_fresh_process(registered, tmp_path):
     reg = register_forecaster(store, tracking_uri=uri, calibrate=False)
     jobs = jobs_frame([JobRequest(network="mobilenetv2", batch_size=16, iterations=100,
                                   device="V100", image_size=96)])
-    here = _load(uri, reg.model_uri).predict(jobs)
+    model = _load(uri, reg.model_uri)
+    here = model.predict(jobs)
     assert here["route"].tolist() == ["layerwise"] and here["seconds"][0] > 0
+    assert here["interconnect"].isna().all()  # one device: no all-reduce
+    multi = model.predict(jobs_frame([JobRequest(
+        network="mobilenetv2", batch_size=64, iterations=100, deployment="4x RTX 3090 PCIe",
+        image_size=96)]))
+    assert multi["route"].tolist() == ["layerwise"] and multi["error"].isna().all()
+    assert "pcie" in multi["interconnect"][0].lower() and "peer" in multi["assumed"][0].lower()
     code = (
         "import io, json, mlflow, pandas as pd\n"
         f"m = mlflow.pyfunc.load_model({reg.model_uri!r})\n"
