@@ -47,7 +47,7 @@ from layerwise.roofline import family_of, physics_frame
 
 FORMAT_VERSION = 2
 ACTIVATION_VALUES = ("none", "relu", "tanh", "sigmoid")
-CHIP_INTERVAL_ROWS = 200  # held-out rows a device needs for an interval of its own
+CHIP_INTERVAL_ROWS = 100  # held-out rows a device needs for an interval of its own
 RANGE_FEATURES = ("log_m", "log_n", "log_k", "log_bytes", "log_bound")
 OUTPUT_COLUMNS = ("predicted_ms", "low_ms", "high_ms")
 
