@@ -32,21 +32,16 @@ from layerwise.corpora.network_fit import (
     measured_targets,
     network_sums,
 )
-from layerwise.corpora.tables import load_measured, load_neusight, shared_data_dir
+from layerwise.corpora.tables import (
+    load_justus,
+    load_measured,
+    load_neusight,
+    shared_data_dir,
+)
 from layerwise.efficiency import EfficiencyPredictor, chip_of
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = "H100 SXM5"
-
-
-def justus(rows: int, seed: int = 0) -> tuple[pd.DataFrame, pd.Series]:
-    from layerwise.corpora.tables import load_justus
-
-    j_rows, j_ms = load_justus()
-    if rows and len(j_rows) > rows:
-        pick = np.sort(np.random.default_rng(seed).choice(len(j_rows), rows, replace=False))
-        j_rows, j_ms = j_rows.iloc[pick], j_ms.iloc[pick]
-    return j_rows, j_ms
 
 
 def fit(parts: list[tuple[pd.DataFrame, pd.Series]], max_iter: int) -> EfficiencyPredictor:
@@ -94,7 +89,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "gpu-fold-in.md")
     args = ap.parse_args()
     started = time.perf_counter()
-    base = [justus(args.justus_rows), load_neusight()]
+    base = [load_justus(max_rows=args.justus_rows), load_neusight()]
     h_rows, h_ms = load_measured()
     shape = (pd.to_numeric(h_rows["index"]) // 4).to_numpy()
     test_shapes = np.random.default_rng(0).random(shape.max() + 1) < 0.3

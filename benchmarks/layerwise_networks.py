@@ -16,7 +16,6 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from layerwise.corpora.network_fit import lambda_targets, leave_one_gpu_out, network_sums
@@ -29,11 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def training_rows(justus_rows: int, seed: int = 0) -> tuple[pd.DataFrame, pd.Series]:
     """Justus (subsampled to ``justus_rows``; 0 = all), NeuSight and this project's measured
     (H100) rows with their ms."""
-    rng = np.random.default_rng(seed)
-    j_rows, j_ms = load_justus()
-    if justus_rows and len(j_rows) > justus_rows:
-        pick = np.sort(rng.choice(len(j_rows), justus_rows, replace=False))
-        j_rows, j_ms = j_rows.iloc[pick], j_ms.iloc[pick]
+    j_rows, j_ms = load_justus(max_rows=justus_rows, seed=seed)
     n_rows, n_ms = load_neusight()
     m_rows, m_ms = load_measured()
     return pd.concat([j_rows, n_rows, m_rows]), pd.concat([j_ms, n_ms, m_ms])

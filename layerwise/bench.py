@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from fleet.precision import parse_precision
-from layerwise.backends import TimingPlan, get_backend, require_module
+from layerwise.backends import TimingPlan, check_precision, get_backend, require_module
 from layerwise.layers import (
     LAYER_TYPES,
     TIME_COLUMNS,
@@ -276,11 +276,7 @@ def run_campaign(
     plan = plan or TimingPlan()
     engine = get_backend(backend)
     require_module(engine)
-    precisions = parse_precisions(precisions)
-    for name in precisions:
-        if name not in engine.precisions:
-            raise ValueError(f"backend {engine.name!r} times {', '.join(engine.precisions)}, "
-                             f"not {name}")
+    precisions = tuple(check_precision(engine, p) for p in parse_precisions(precisions))
     if isolate:
         return _run_isolated(out, layers, samples, seed=seed, space=space, device=device,
                              plan=plan, max_rows=max_rows, max_seconds=max_seconds,

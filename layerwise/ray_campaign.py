@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.ray_session import RayMissing, connect, import_ray, task_failure
-from layerwise.backends import TimingPlan, get_backend, require_module
+from layerwise.backends import TimingPlan, check_precision, get_backend, require_module
 from layerwise.bench import (
     DEFAULT_PRECISIONS,
     CampaignResult,
@@ -152,11 +152,7 @@ def run_ray_campaign(
     engine = get_backend(backend)
     if address is None:
         require_module(engine)  # a cluster's workers, not this driver, need the framework
-    precisions = parse_precisions(precisions)
-    for name in precisions:
-        if name not in engine.precisions:
-            raise ValueError(f"backend {engine.name!r} times {', '.join(engine.precisions)}, "
-                             f"not {name}")
+    precisions = tuple(check_precision(engine, p) for p in parse_precisions(precisions))
     kind, _ = parse_device(device)
     task_device = "cpu" if kind == "cpu" else "gpu:0"
     path = Path(out)

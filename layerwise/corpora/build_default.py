@@ -48,11 +48,7 @@ def build(out: Path, max_iter: int = 400, justus_rows: int = 0,
     if composition_only:
         predictor = EfficiencyPredictor.load(out)
     else:
-        j_rows, j_ms = load_justus()
-        if justus_rows and len(j_rows) > justus_rows:
-            pick = np.sort(np.random.default_rng(0).choice(len(j_rows), justus_rows,
-                                                           replace=False))
-            j_rows, j_ms = j_rows.iloc[pick], j_ms.iloc[pick]
+        j_rows, j_ms = load_justus(max_rows=justus_rows)
         n_rows, n_ms = load_neusight()
         m_rows, m_ms = load_measured()
         rows, ms = pd.concat([j_rows, n_rows, m_rows]), pd.concat([j_ms, n_ms, m_ms])

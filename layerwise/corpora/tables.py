@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from layerwise.sources import kind_rows
@@ -41,8 +42,10 @@ def _need(path: Path) -> Path:
 
 
 def load_justus(layers: Iterable[str] = ("conv", "dense"), gpus: Iterable[str] | None = None,
-                root: Path | None = None) -> tuple[pd.DataFrame, pd.Series]:
-    """Justus rows of ``layers`` (conv, dense) on ``gpus`` (default: all six)."""
+                root: Path | None = None, max_rows: int = 0,
+                seed: int = 0) -> tuple[pd.DataFrame, pd.Series]:
+    """Justus rows of ``layers`` (conv, dense) on ``gpus`` (default: all six); with
+    ``max_rows`` a random subsample of that many (``default_rng(seed)``, table order kept)."""
     folder = _need((root or shared_data_dir()) / "justus2018")
     rows, times = [], []
     for layer in layers:
@@ -57,7 +60,11 @@ def load_justus(layers: Iterable[str] = ("conv", "dense"), gpus: Iterable[str] |
             times.append(t)
     if not rows:
         raise FileNotFoundError(f"{folder}: no {'/'.join(layers)} files")
-    return pd.concat(rows), pd.concat(times)
+    j_rows, j_ms = pd.concat(rows), pd.concat(times)
+    if max_rows and len(j_rows) > max_rows:
+        pick = np.sort(np.random.default_rng(seed).choice(len(j_rows), max_rows, replace=False))
+        j_rows, j_ms = j_rows.iloc[pick], j_ms.iloc[pick]
+    return j_rows, j_ms
 
 
 def load_neusight(files: Iterable[str] = NEUSIGHT_FILES,
