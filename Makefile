@@ -23,15 +23,17 @@ demo: $(STAMP)   ## install, then run the main job on the bundled samples
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# The tests start a real Prometheus and render the report in a real Chromium (Debian packages,
-# run on 127.0.0.1 only). Installed here when missing; the tests also try on their own.
+# The tests start a real Prometheus and PostgreSQL and render the report in a real Chromium
+# (Debian packages, run on 127.0.0.1 only). Installed here when missing; the tests also try.
 system-deps:
 	@if command -v prometheus >/dev/null && command -v promtool >/dev/null \
-	    && command -v chromium >/dev/null; then :; \
+	    && command -v chromium >/dev/null \
+	    && (command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1); \
+	then :; \
 	elif command -v apt-get >/dev/null; then \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-	    prometheus chromium) >/dev/null \
-	  || echo "warning: could not install prometheus/chromium: their tests will skip"; \
+	    prometheus chromium postgresql) >/dev/null \
+	  || echo "warning: could not install prometheus/chromium/postgresql: their tests will skip"; \
 	fi
 
 test: $(STAMP) lint system-deps   ## install, then run the whole test suite

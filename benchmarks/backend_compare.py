@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from fleet.quiet_tf import quiet_import  # noqa: E402
 from layerwise.backends import get_backend  # noqa: E402
 from layerwise.bench import (  # noqa: E402
     CSV_COLUMNS,
@@ -74,7 +75,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
-    import tensorflow as tf
+    tf = quiet_import("tensorflow")
     import torch
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)

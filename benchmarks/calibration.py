@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from fleet.quiet_tf import quiet_import  # noqa: E402
 from ingest.pipeline import ingest_paths  # noqa: E402
 from ingest.store import Store  # noqa: E402
 from jobcast.service.calibration import layerwise_observations  # noqa: E402
@@ -180,7 +181,7 @@ EPOCHS = 3
 
 def keras_runs(steps: int, seed: int) -> tuple[pd.DataFrame, list[str]]:
     """Train every network x batch, ``EPOCHS`` x ``steps`` steps (shuffled order), as jsonl."""
-    import keras
+    keras = quiet_import("keras")
 
     from jobcast.instrument.jsonl import JobcastLogger
     from layerwise.network import spec_to_keras

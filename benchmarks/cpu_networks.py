@@ -37,6 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from fleet.quiet_tf import quiet_import  # noqa: E402
 from layerwise.bench import TimingPlan, bench_row, run_campaign  # noqa: E402
 from layerwise.forecast import forecast_network  # noqa: E402
 from layerwise.layers import LAYER_TYPES, layer_of  # noqa: E402
@@ -242,8 +243,8 @@ class _BatchClock:
 
 def measure_networks(optimizer: str, reps: int, steps: int) -> dict:
     """Median per-batch training time (ms) of each network: Keras fit and a bare train step."""
-    import keras
-    import tensorflow as tf
+    keras = quiet_import("keras")
+    tf = quiet_import("tensorflow")
 
     class Clock(keras.callbacks.Callback):
         def __init__(self):

@@ -18,6 +18,7 @@ Conventions
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -61,10 +62,34 @@ class Segment:
     points: tuple[tuple[float, float], ...] = ()  # (iterations, seconds) since segment start
 
     def __post_init__(self) -> None:
+        """A phase of :data:`PHASES`; ``iterations`` and ``seconds`` finite and >= 0, else a
+        :class:`ParseError` at the segment's line (the full range checks, made before a run
+        is stored, are :mod:`ingest.validate`'s)."""
         if self.phase not in PHASES:
-            raise ValueError(f"unknown phase {self.phase!r}")
+            raise ParseError(f"unknown phase {self.phase!r}", line=self.line)
+        for name in ("iterations", "seconds"):
+            value = getattr(self, name)
+            try:
+                finite = math.isfinite(value)
+            except (TypeError, OverflowError):
+                finite = False
+            if not finite:
+                raise ParseError(f"{self.phase} segment with {name} = {short_repr(value)} "
+                                 "(not a finite number)", line=self.line)
         if self.seconds < 0 or self.iterations < 0:
-            raise ValueError("segment with negative time or iterations")
+            raise ParseError(f"{self.phase} segment with negative time or iterations "
+                             f"({self.seconds:g} s, {self.iterations:g} iterations)",
+                             line=self.line)
+
+
+def short_repr(value: object, width: int = 40) -> str:
+    """``repr`` for a message, cut to ``width`` characters; a huge integer (whose ``repr``
+    Python refuses past 4,300 digits) is described by its number of digits."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        digits = value.bit_length() * math.log10(2)
+        return f"{'minus ' if value < 0 else ''}an integer of about {digits:.0f} digits"
+    text = repr(value)
+    return text if len(text) <= width else f"{text[:width // 2]}...({len(text)} chars)"
 
 
 @dataclass

@@ -1,13 +1,20 @@
-"""Ingest files and folders into the store: detect, parse, check, write (one transaction a file).
+"""Ingest files and folders into the store: detect, parse, check, write.
 
 Rules
 -----
 * Formats come from the parser registry (:mod:`ingest.parsers`): the first parser whose
   ``sniff`` recognises the first :data:`SNIFF_LINES` lines parses the file, with the
   context its ``context`` builds (side files, overrides).
-* A file is stored whole or rejected with a reason; content already stored (same SHA-256)
-  is a duplicate and is not parsed again.
-* ``--network`` and ``--batch-size`` win over what the log says.
+* A file is stored whole or rejected with a reason (file, line where known, why); content
+  already stored (same SHA-256) is a duplicate and is not parsed again. Any exception a
+  parser raises on a file (``OverflowError``, ``RecursionError``, ...) is that file's
+  rejection, ``parser failed: <type>: <message>``, at the line the parser was reading where
+  its frame says (a local ``number``/``lineno``); the other files go on.
+* Folders are walked in sorted order; files a parser calls side files of its layout
+  (:func:`ingest.parsers.side_file`, e.g. Lambda's ``metadata``) and docs, images, JSON are
+  skipped, not rejected.
+* ``--network`` and ``--batch-size`` win over what the log says; so do ``--tag key=value``
+  (into ``meta["variant"]``, keys and values lower-cased) and ``--system`` (``meta["system"]``).
 * ``--deployment`` supplies what a log lacks (:func:`apply_deployment`): a run whose log names
   no accelerators is stored under it. A run whose log (or MLPerf system description) names
   them keeps its own deployment where the flag agrees (:func:`deployment_conflict`: the same
@@ -18,32 +25,42 @@ Rules
   deployment (``meta["log_deployment"]``).
 * Every run must then name its network, deployment and batch size and hold some progress
   (:func:`check_run`).
-* Parsing (:func:`parse_file`) never touches the store and :func:`write_parsed` is the one
-  write (one transaction a file), so a parallel ingest (:mod:`ingest.ray_ingest`) parses
-  anywhere and writes through a single writer with the same guarantees.
+* Parsing (:func:`parse_file`) never touches the store; writing is
+  :meth:`ingest.store.Store.add_files` (many files in one transaction, all or none,
+  insert-or-ignore on the content hash), so parallel ingests (:mod:`ingest.parallel`: a
+  process pool and one writer; :mod:`ingest.ray_ingest`) parse anywhere and write through a
+  single writer with the same guarantees, and concurrent ingests into one store lose nothing
+  and raise nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fleet.catalog import GpuSpec, UnknownGpuError, resolve_gpu
 from fleet.deployment import Deployment, normalise_deployment
 from fleet.names import lookup_key
 from ingest.events import ParseContext, ParsedRun, ParseError
+from ingest.parallel import BATCH_FILES, failure, run_ingest
 from ingest.parsers import (
     SNIFF_LINES,
     Parser,
     context_for,
     detect,
     format_label,
+    names,
     registered,
+    side_file,
 )
 from ingest.parsers import Overrides as ParserOverrides
-from ingest.store import Store
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is not imported where files are only parsed
+    from ingest.store import Store
 
 # Files in a tree that are never logs: side files the parsers read themselves, docs, images.
 _IGNORED_SUFFIXES = {".json", ".md", ".png", ".jpg", ".svg", ".pdf", ".py", ".prototxt", ".csv"}
@@ -69,23 +86,56 @@ class IngestReport:
     def ok(self) -> bool:
         return not self.rejected
 
+    @property
+    def stored(self) -> int:
+        """Files this ingest stored."""
+        return len(self.added)
 
-def discover(paths: Iterable[str]) -> tuple[list[tuple[str, Path]], list[str], list[ParseError]]:
+
+def _walk(root: str) -> tuple[list[str], list[str]]:
+    """Regular files under ``root`` (symlinked files included, symlinked folders not
+    entered, as :meth:`Path.rglob`), and the folders that could not be read."""
+    files: list[str] = []
+    unreadable: list[str] = []
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.is_file():
+                        files.append(entry.path)
+        except OSError:
+            unreadable.append(folder)
+    return files, unreadable
+
+
+def discover(
+    paths: Iterable[str], parsers: list[Parser] | None = None
+) -> tuple[list[tuple[str, Path]], list[str], list[ParseError]]:
     """Expand files and folders into (source as given, path) pairs, sorted, folders recursed.
 
-    Returns the log candidates, the side files skipped, and errors for paths that do not exist.
+    Returns the log candidates, the side files skipped, and errors for paths that do not
+    exist (or folders that cannot be read).
     """
+    parsers = registered() if parsers is None else parsers
     found: list[tuple[str, Path]] = []
     skipped: list[str] = []
     missing: list[ParseError] = []
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            for child in sorted(p for p in path.rglob("*") if p.is_file()):
-                if child.suffix.lower() in _IGNORED_SUFFIXES or child.name.startswith("."):
-                    skipped.append(str(child))
+            children, unreadable = _walk(str(path))
+            missing.extend(ParseError("cannot read this folder", source=f) for f in unreadable)
+            for name in sorted(children, key=lambda c: c.split(os.sep)):
+                child = Path(name)
+                if child.suffix.lower() in _IGNORED_SUFFIXES or child.name.startswith(".") \
+                        or side_file(child, parsers):
+                    skipped.append(name)
                 else:
-                    found.append((str(child), child))
+                    found.append((name, child))
         elif path.is_file():
             found.append((given, path))
         else:
@@ -100,11 +150,19 @@ def apply_overrides(
     lines: list[str] | None = None,
     ctx: ParseContext | None = None,
 ) -> ParsedRun:
-    """``--network`` and ``--batch-size`` win; ``--deployment`` as :func:`apply_deployment`."""
+    """``--network``, ``--batch-size``, ``--tag`` and ``--system`` win; ``--deployment`` as
+    :func:`apply_deployment`."""
     if overrides.network:
         run.network = overrides.network
     if overrides.batch_size:
         run.batch_size = overrides.batch_size
+    if overrides.tags:
+        variant = run.meta.get("variant")
+        variant = dict(variant) if isinstance(variant, dict) else {}
+        variant.update((k.strip().lower(), v.strip().lower()) for k, v in overrides.tags)
+        run.meta["variant"] = dict(sorted(variant.items()))
+    if overrides.system:
+        run.meta["system"] = overrides.system
     if overrides.deployment:
         apply_deployment(run, overrides, index, lines or [], ctx)
     if run.network:
@@ -218,6 +276,9 @@ def check_run(run: ParsedRun, index: int) -> None:
         )
     if not run.batch_size or run.batch_size <= 0:
         raise ParseError(f"{label}: no batch size in the log; pass --batch-size", line=line)
+    from ingest.validate import validate_run  # range checks at the edge (rules there)
+
+    validate_run(run, index)
 
 
 def _known(parsers: list[Parser]) -> str:
@@ -241,6 +302,11 @@ class ParsedFile:
     fmt: str
     size: int
     runs: list[ParsedRun]
+    rows: tuple | None = None  # the store's rows (ingest.store.file_rows), where built
+
+    @property
+    def run_count(self) -> int:
+        return len(self.rows[1]) if self.rows is not None else len(self.runs)
 
 
 def read_file(source: str, path: Path) -> bytes:
@@ -261,14 +327,15 @@ def parse_data(
 ) -> ParsedFile:
     """Detect, parse, apply overrides and check one file's bytes; never touches the store.
 
-    Raises :class:`ParseError` with the source set when the file cannot be stored.
+    Raises :class:`ParseError` with the source set when the file cannot be stored, also
+    when a parser fails with any other exception (module doc).
     """
     content_hash = content_hash or hashlib.sha256(data).hexdigest()
     lines = read_lines(data, source)
-    parser = detect(lines[:SNIFF_LINES], parsers)
-    if parser is None:
-        raise ParseError(f"unrecognised format (not {_known(parsers)})", line=1, source=source)
     try:
+        parser = detect(lines[:SNIFF_LINES], parsers, path)
+        if parser is None:
+            raise ParseError(f"unrecognised format (not {_known(parsers)})", line=1)
         ctx = context_for(path, source, parser, overrides)
         parsed = parser.parse(lines, ctx)
         parsed = [
@@ -280,7 +347,32 @@ def parse_data(
             check_run(run, index)
     except ParseError as exc:
         raise exc if exc.source else exc.with_source(source) from None
+    except Exception as exc:  # a parser bug or a hostile input: this file only is rejected
+        raise ParseError(f"parser failed: {failure(exc)}", line=_failing_line(exc),
+                         source=source) from None
     return ParsedFile(source, content_hash, parser.FORMAT, len(data), parsed)
+
+
+_LINE_LOCALS = ("number", "lineno", "line_number")
+
+
+def _failing_line(exc: BaseException) -> int | None:
+    """The line a parser was reading when it raised: the innermost frame of a parser module's
+    local ``number``/``lineno``/``line_number`` (the parsers' line-loop convention), else
+    None."""
+    line = None
+    modules = ("ingest.parsers", *names())
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if str(frame.f_globals.get("__name__", "")).startswith(modules):
+            for name in _LINE_LOCALS:
+                value = frame.f_locals.get(name)
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    line = value
+                    break
+        tb = tb.tb_next
+    return line
 
 
 def parse_file(
@@ -290,15 +382,33 @@ def parse_file(
     return parse_data(source, path, read_file(source, path), overrides, parsers)
 
 
+def parse_chunk(items: list[tuple[str, str]], overrides: ParserOverrides) -> list[tuple]:
+    """The work of one chunk of a folder ingest (in a pool worker or here): parse each file
+    and build its store rows (:func:`ingest.store.file_rows`; the runs themselves are not
+    sent back). Per file ``("parsed", ParsedFile)`` or ``("rejected", source, line,
+    reason)``; never touches the store."""
+    from ingest.store import file_rows
+
+    parsers = registered()
+    out: list[tuple] = []
+    for source, path in items:
+        try:
+            parsed = parse_file(source, Path(path), overrides, parsers)
+        except ParseError as exc:
+            out.append(("rejected", exc.source or source, exc.line, exc.reason))
+            continue
+        try:
+            parsed.rows, parsed.runs = file_rows(parsed), []
+        except Exception as exc:  # noqa: BLE001 - e.g. meta that JSON cannot hold
+            out.append(("rejected", source, None, f"store refused: {failure(exc)}"))
+            continue
+        out.append(("parsed", parsed))
+    return out
+
+
 def write_parsed(store: Store, parsed: ParsedFile) -> tuple[str, object]:
     """Store one parsed file in one transaction: ("added", runs) or ("duplicate", first source)."""
-    file_id = store.add_file(
-        content_hash=parsed.content_hash,
-        source=parsed.source,
-        fmt=parsed.fmt,
-        size=parsed.size,
-        parsed=parsed.runs,
-    )
+    [file_id] = store.add_files([parsed])
     if file_id is None:  # another process (or an earlier path) stored the same content
         return "duplicate", store.has_content(parsed.content_hash)
     return "added", len(parsed.runs)
@@ -336,19 +446,19 @@ def ingest_paths(
     paths: Iterable[str],
     overrides: ParserOverrides | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    *,
+    workers: int = 1,
+    batch_files: int | None = None,
 ) -> IngestReport:
-    """Ingest every log under ``paths``; each file is stored whole or rejected with a reason."""
-    overrides = overrides or Overrides()
+    """Ingest every log under ``paths``; each file is stored whole or rejected with a reason.
+
+    ``workers``: parsing processes (1: in this process); ``batch_files``: most files per
+    transaction (1: one transaction a file). Rules: :mod:`ingest.parallel`.
+    """
     parsers = registered()
-    found, skipped, missing = discover(paths)
+    found, skipped, missing = discover(paths, parsers)
     report = IngestReport(skipped=skipped, rejected=list(missing))
-    for done, (source, path) in enumerate(found, start=1):
-        try:
-            status, value = ingest_file(store, source, path, overrides, parsers)
-        except ParseError as exc:
-            report.rejected.append(exc)
-        else:
-            record(report, source, status, value)
-        if progress:
-            progress(done, len(found), source)
+    run_ingest(store, found, report, overrides or Overrides(), parse_chunk, progress,
+               workers=workers, batch_files=batch_files or BATCH_FILES)
+    store.add_rejections(report.rejected)  # what the report shows as rejected, and why
     return collect_warnings(store, report)

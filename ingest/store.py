@@ -1,16 +1,21 @@
 """The store: ingested files, their runs and phase segments, and fitted models.
 
-Any SQLAlchemy URL works; the default is a SQLite file ``jobcast.db`` in the working
-directory. Each ingested file is written in one transaction, keyed by the SHA-256 of its
-content, so a file is stored whole or not at all and never twice. Saving fitted models
-replaces them all in one transaction; a database that refuses them raises
-:class:`StoreError` (the old models stay).
+SQLite (the default: a file ``jobcast.db`` in the working directory) and PostgreSQL
+(``postgresql+psycopg://user:password@host:port/db``) are supported and tested; the SQL is
+SQLAlchemy's dialect-neutral constructs. The schema is versioned (:mod:`ingest.migrations`):
+a store opens only at the code's revision; an empty database is created at it; an older
+store is refused until ``jobcast store upgrade`` migrates it. Each ingested file is written
+in one transaction, keyed by the SHA-256 of its content, so a file is stored whole or not
+at all and never twice. Saving fitted models replaces them all in one transaction; a
+database that refuses them raises :class:`StoreError` (the old models stay).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -20,9 +25,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ingest.events import ParsedRun
+from ingest.migrations import SchemaVersionError, ensure_head
 
 DEFAULT_STORE = "sqlite:///jobcast.db"
-SCHEMA_VERSION = 1
+BUSY_WAIT_S = 120.0  # how long a write waits out other writers before it fails
+_BUSY = ("database is locked", "database table is locked", "busy", "deadlock detected",
+         "could not serialize access", "lock timeout")
 
 metadata = sa.MetaData()
 
@@ -87,11 +95,20 @@ fitted_models = sa.Table(
     sa.Column("fitted_at", sa.Float, nullable=False),
 )
 
-schema_info = sa.Table(
-    "schema_info",
+# Files an ingest refused and why (migration 0002); content_hash is None for an unreadable file.
+rejections = sa.Table(
+    "rejections",
     metadata,
-    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("source", sa.Text, nullable=False, index=True),
+    sa.Column("content_hash", sa.String(64)),
+    sa.Column("line", sa.Integer),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("rejected_at", sa.Float, nullable=False),
 )
+sa.Index("ix_files_source", files.c.source)
+
+__all__ = ["SchemaVersionError"]  # re-exported: raised when a store is at another revision
 
 
 class StoreError(RuntimeError):
@@ -124,15 +141,11 @@ class Store:
     """Thin access layer over the SQL schema above."""
 
     def __init__(self, url: str | None = None):
+        """Open the store at ``url``; raises :class:`SchemaVersionError` unless it is at the
+        code's schema revision (an empty database is created at it)."""
         self.url = store_url(url)
-        self.engine: Engine = sa.create_engine(self.url, future=True)
-        if self.engine.dialect.name == "sqlite":
-            # Writers wait for each other instead of failing at once.
-            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-        metadata.create_all(self.engine)
-        with self.engine.begin() as conn:
-            if conn.execute(sa.select(schema_info.c.version)).first() is None:
-                conn.execute(schema_info.insert().values(version=SCHEMA_VERSION))
+        self.engine: Engine = make_engine(self.url)
+        ensure_head(self.engine, metadata, self.url)
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
@@ -147,28 +160,56 @@ class Store:
             ).first()
         return row[0] if row else None
 
+    def known_contents(self, hashes: Iterable[str]) -> dict[str, str]:
+        """``content hash -> source first ingested from`` for those of ``hashes`` already
+        stored: one query per 500 hashes (a batch's duplicate check)."""
+        wanted = sorted(set(hashes))
+        found: dict[str, str] = {}
+        with self.engine.connect() as conn:
+            for i in range(0, len(wanted), 500):
+                query = sa.select(files.c.content_hash, files.c.source).where(
+                    files.c.content_hash.in_(wanted[i:i + 500]))
+                found.update((content_hash, source) for content_hash, source in conn.execute(query))
+        return found
+
     def add_file(
         self, *, content_hash: str, source: str, fmt: str, size: int, parsed: list[ParsedRun]
     ) -> int | None:
-        """Write a file and all its runs in one transaction; None if the content is known."""
-        with self.transaction() as conn:
-            exists = conn.execute(
-                sa.select(files.c.id).where(files.c.content_hash == content_hash)
-            ).first()
-            if exists:
-                return None
-            file_id = conn.execute(
-                files.insert().values(
-                    content_hash=content_hash,
-                    source=source,
-                    format=fmt,
-                    size_bytes=size,
-                    ingested_at=time.time(),
-                )
-            ).inserted_primary_key[0]
-            for index, run in enumerate(parsed):
-                _insert_run(conn, file_id, index, run)
-            return int(file_id)
+        """Write a file and all its runs in one transaction; None if the content is known
+        (also when another writer stores the same content at the same time)."""
+        return self.add_files([FileRecord(content_hash, source, fmt, size, parsed)])[0]
+
+    def add_files(
+        self, items: Iterable[object], *, wait_s: float = BUSY_WAIT_S
+    ) -> list[int | None]:
+        """Write many files and all their runs in ONE transaction: all of them or none.
+
+        ``items``: objects with ``content_hash``, ``source``, ``fmt``, ``size`` and ``runs``
+        (a :class:`FileRecord`, an :class:`ingest.pipeline.ParsedFile`), or with ``rows``
+        already built by :func:`file_rows` (where the file was parsed). Returns, per item,
+        the new file id, or None where the content is already stored (by anyone: also by a
+        writer racing this one, or an earlier item of ``items``): insert-or-ignore on
+        ``files.content_hash`` (``INSERT ... ON CONFLICT DO NOTHING`` on SQLite and
+        PostgreSQL), never an IntegrityError. Rows are written in content-hash order (one lock
+        order for all writers) with bulk inserts. A busy database (the SQLite lock held past
+        its busy timeout; a PostgreSQL deadlock or serialization failure) is retried with
+        backoff for up to ``wait_s`` seconds; any other database error raises and nothing of
+        ``items`` is stored.
+        """
+        prepared = [getattr(item, "rows", None) or file_rows(item) for item in items]
+        if not prepared:
+            return []
+        delay = 0.02
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                with self.transaction() as conn:
+                    return _write_files(conn, prepared)
+            except sa.exc.DBAPIError as exc:
+                if not _busy(exc) or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(2 * delay, 1.0)
 
     def runs(self, network: str | None = None, deployment: str | None = None) -> list[StoredRun]:
         query = (
@@ -280,6 +321,94 @@ class Store:
             rows = conn.execute(sa.select(fitted_models)).mappings().all()
         return [{**dict(r), "params": json.loads(r["params"])} for r in rows]
 
+    # -- rejected files ------------------------------------------------------------
+
+    def add_rejections(self, items: Iterable[object]) -> int:
+        """Record files an ingest refused, in one transaction; returns how many.
+
+        ``items``: objects with ``source``, ``reason``, ``line`` and optionally
+        ``content_hash`` (an :class:`ingest.events.ParseError` or a :class:`Rejection`).
+        """
+        now = time.time()
+        rows = []
+        for item in items:
+            line = getattr(item, "line", None)
+            rows.append({  # text the database can hold: undecodable bytes as \x escapes
+                "source": _text(getattr(item, "source", None) or "<input>"),
+                "reason": _text(getattr(item, "reason", None) or item),
+                "line": int(line) if line is not None else None,
+                "content_hash": getattr(item, "content_hash", None),
+                "rejected_at": now,
+            })
+        if rows:
+            with self.transaction() as conn:
+                conn.execute(rejections.insert(), rows)
+        return len(rows)
+
+    def rejections(self, *, current: bool = True) -> list[Rejection]:
+        """Recorded rejections, newest first.
+
+        ``current``: the newest of each (source, content hash) only, and only while it still
+        stands: not once the same content is stored, nor once a file from the same source
+        was stored after it (the log was fixed, or ingested again with the missing flag).
+        """
+        query = sa.select(rejections).order_by(rejections.c.rejected_at.desc(),
+                                               rejections.c.id.desc())
+        with self.engine.connect() as conn:
+            found = [Rejection(source=r["source"], reason=r["reason"], line=r["line"],
+                               content_hash=r["content_hash"], rejected_at=r["rejected_at"])
+                     for r in conn.execute(query).mappings()]
+            if not current:
+                return found
+            stored_hashes: set[str] = set()
+            stored_at: dict[str, float] = {}
+            hashes = sorted({r.content_hash for r in found if r.content_hash})
+            sources = sorted({r.source for r in found})
+            for i in range(0, len(hashes), 500):
+                stored_hashes.update(conn.execute(sa.select(files.c.content_hash).where(
+                    files.c.content_hash.in_(hashes[i:i + 500]))).scalars())
+            for i in range(0, len(sources), 500):
+                for source, when in conn.execute(
+                    sa.select(files.c.source, sa.func.max(files.c.ingested_at))
+                    .where(files.c.source.in_(sources[i:i + 500])).group_by(files.c.source)
+                ):
+                    stored_at[source] = when
+        seen: set[tuple[str, str | None]] = set()
+        out = []
+        for r in found:
+            key = (r.source, r.content_hash)
+            if key in seen or r.content_hash in stored_hashes \
+                    or stored_at.get(r.source, -math.inf) > r.rejected_at:
+                continue
+            seen.add(key)
+            out.append(r)
+        return out
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A file an ingest refused: where (source, line), why, and its content hash if read."""
+
+    source: str
+    reason: str
+    line: int | None = None
+    content_hash: str | None = None
+    rejected_at: float | None = None
+
+
+def make_engine(url: str) -> Engine:
+    """The store's engine: SQLite writers wait for each other (busy timeout) and check
+    foreign keys; server connections are checked before use (a restarted database)."""
+    engine = sa.create_engine(url, future=True, pool_pre_ping=not url.startswith("sqlite"))
+    if engine.dialect.name == "sqlite":
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _text(value: object) -> str:
+    """``value`` as valid UTF-8 text: lone surrogates (undecodable file-name bytes) escaped."""
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
@@ -288,28 +417,57 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-def _insert_run(conn: Connection, file_id: int, index: int, run: ParsedRun) -> None:
-    dep = run.deployment
-    run_id = conn.execute(
-        runs.insert().values(
-            file_id=file_id,
-            run_index=index,
-            network=run.network,
-            deployment=run.meta.get("deployment_key") or (dep.key if dep else None),
-            accelerator=dep.accelerator if dep else None,
-            accelerators_per_node=dep.per_node if dep else None,
-            nodes=dep.nodes if dep else None,
-            framework=run.framework,
-            batch_size=run.batch_size,
-            start_time=run.start_time,
-            meta=json.dumps(run.meta, default=str, sort_keys=True),
-        )
-    ).inserted_primary_key[0]
-    conn.execute(
-        segments.insert(),
-        [
+@dataclass(frozen=True)
+class FileRecord:
+    """One file to store: its content hash, source, format, size in bytes and parsed runs."""
+
+    content_hash: str
+    source: str
+    fmt: str
+    size: int
+    runs: list[ParsedRun]
+
+
+# (file row, [(run row, [segment rows])]): rows built before the transaction opens
+_Prepared = tuple[dict, list[tuple[dict, list[dict]]]]
+
+
+def _busy(exc: sa.exc.DBAPIError) -> bool:
+    """A failure worth retrying: another writer holds the database (or, where the dialect
+    has no insert-or-ignore, won the race for a content hash)."""
+    text = str(exc.orig or exc).lower()
+    if isinstance(exc, sa.exc.IntegrityError):
+        return "content_hash" in text and "unique" in text
+    return any(word in text for word in _BUSY)
+
+
+def file_rows(item: object) -> _Prepared:
+    """The rows of one file for :meth:`Store.add_files` (ids filled in at write time): JSON
+    encoded here, so a parallel ingest builds them in its parsing processes."""
+    file_row = {
+        "content_hash": item.content_hash,
+        "source": item.source,
+        "format": item.fmt,
+        "size_bytes": item.size,
+        "ingested_at": time.time(),
+    }
+    out = []
+    for index, run in enumerate(item.runs):
+        dep = run.deployment
+        run_row = {
+            "run_index": index,
+            "network": run.network,
+            "deployment": run.meta.get("deployment_key") or (dep.key if dep else None),
+            "accelerator": dep.accelerator if dep else None,
+            "accelerators_per_node": dep.per_node if dep else None,
+            "nodes": dep.nodes if dep else None,
+            "framework": run.framework,
+            "batch_size": run.batch_size,
+            "start_time": run.start_time,
+            "meta": json.dumps(run.meta, default=str, sort_keys=True),
+        }
+        segment_rows = [
             {
-                "run_id": run_id,
                 "seq": seq,
                 "phase": s.phase,
                 "iterations": s.iterations,
@@ -321,8 +479,76 @@ def _insert_run(conn: Connection, file_id: int, index: int, run: ParsedRun) -> N
                 "iteration_start": s.iteration_start,
                 "iteration_end": s.iteration_end,
                 "line": s.line,
-                "points": json.dumps([list(p) for p in s.points]),
+                "points": json.dumps(s.points),  # tuples encode as arrays
             }
             for seq, s in enumerate(run.segments)
-        ],
-    )
+        ]
+        out.append((run_row, segment_rows))
+    return file_row, out
+
+
+def _insert_ignoring_hash(conn: Connection):
+    """``INSERT INTO files ... ON CONFLICT (content_hash) DO NOTHING`` where the dialect has
+    it (SQLite, PostgreSQL), else None."""
+    name = conn.dialect.name
+    if name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        return None
+    return insert(files).on_conflict_do_nothing(index_elements=[files.c.content_hash])
+
+
+def _write_files(conn: Connection, prepared: list[_Prepared]) -> list[int | None]:
+    """Insert the prepared files (new content only), their runs and segments; file id per
+    item, None for content already stored."""
+    firsts: dict[str, int] = {}
+    for i, (file_row, _) in enumerate(prepared):
+        firsts.setdefault(file_row["content_hash"], i)
+    order = sorted(firsts, key=str)
+    stmt = _insert_ignoring_hash(conn)
+    if stmt is None:  # other dialects: check, then insert (a race is retried by add_files)
+        known = set(conn.execute(sa.select(files.c.content_hash)
+                                 .where(files.c.content_hash.in_(order))).scalars())
+        order = [h for h in order if h not in known]
+        stmt = files.insert()
+    new: dict[str, int] = {}
+    if order:
+        rows = [prepared[firsts[h]][0] for h in order]
+        result = conn.execute(stmt.returning(files.c.content_hash, files.c.id), rows)
+        new = {content_hash: file_id for content_hash, file_id in result}
+    run_rows, run_segments = [], []
+    for content_hash in sorted(new, key=str):
+        for run_row, segment_rows in prepared[firsts[content_hash]][1]:
+            run_rows.append({**run_row, "file_id": new[content_hash]})
+            run_segments.append(segment_rows)
+    if run_rows:
+        ids = {
+            (file_id, index): run_id
+            for run_id, file_id, index in conn.execute(
+                runs.insert().returning(runs.c.id, runs.c.file_id, runs.c.run_index), run_rows
+            )
+        }
+        segment_rows = [
+            {**seg, "run_id": ids[(row["file_id"], row["run_index"])]}
+            for row, segs in zip(run_rows, run_segments, strict=True)
+            for seg in segs
+        ]
+        if segment_rows:
+            _bulk_insert(conn, segments, segment_rows)
+    return [
+        new.get(file_row["content_hash"]) if firsts[file_row["content_hash"]] == i else None
+        for i, (file_row, _) in enumerate(prepared)
+    ]
+
+
+def _bulk_insert(conn: Connection, table: sa.Table, rows: list[dict]) -> None:
+    """``INSERT`` many rows of plain values (no RETURNING) through the driver's executemany,
+    without SQLAlchemy's per-row parameter processing."""
+    compiled = table.insert().compile(dialect=conn.dialect, column_keys=list(rows[0]))
+    if compiled.positional:
+        order = compiled.positiontup or []
+        conn.exec_driver_sql(str(compiled), [tuple(row[k] for k in order) for row in rows])
+    else:
+        conn.exec_driver_sql(str(compiled), rows)

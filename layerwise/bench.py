@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from fleet.precision import parse_precision
+from fleet.quiet_tf import quiet_import
 from layerwise.backends import TimingPlan, check_precision, get_backend, require_module
 from layerwise.layers import (
     LAYER_TYPES,
@@ -418,8 +419,7 @@ def _run_isolated(out: str | Path, layers: Sequence[str], samples: int, *, progr
 def _clear_session(backend: str) -> None:
     if backend == "tensorflow":
         with contextlib.suppress(Exception):
-            import keras
-
+            keras = quiet_import("keras")
             keras.backend.clear_session()
     gc.collect()
 

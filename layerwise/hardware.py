@@ -15,6 +15,8 @@ import re
 import warnings
 from pathlib import Path
 
+from fleet.quiet_tf import quiet_import
+
 CPUINFO = Path("/proc/cpuinfo")
 MEMINFO = Path("/proc/meminfo")
 
@@ -157,7 +159,7 @@ def gpu_features(device_name: str) -> dict[str, object]:
 
 def software_versions() -> dict[str, str]:
     """``sw_tensorflow`` and ``sw_python`` (imports TensorFlow)."""
-    import tensorflow as tf
+    tf = quiet_import("tensorflow")
 
     return {"sw_tensorflow": tf.__version__, "sw_python": platform.python_version()}
 
@@ -186,7 +188,7 @@ def detect_device(device: str = "cpu") -> dict[str, object]:
     if kind == "cpu":
         features = cpu_features()
     else:
-        import tensorflow as tf
+        tf = quiet_import("tensorflow")
 
         gpus = tf.config.list_physical_devices("GPU")
         if index >= len(gpus):

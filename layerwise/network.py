@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from fleet.quiet_tf import quiet_import
 from layerwise import zoo
 from layerwise.kinds import KINDS, kind_for_keras, kind_for_spec, spec_types
 from layerwise.kinds.base import NetLayer, RowContext
@@ -129,7 +130,7 @@ def _keras_shape(tensor: Any) -> tuple:
 
 def _keras_layers(model: Any) -> list[NetLayer]:
     """Flatten a (possibly nested) Keras model into layer occurrences in topological order."""
-    import keras
+    keras = quiet_import("keras")
 
     inputs = {id(t) for t in getattr(model, "inputs", None) or []}
     found: list[NetLayer] = []
@@ -167,7 +168,7 @@ def _keras_config(layer: Any) -> dict:
 
 def keras_application_names() -> dict[str, str]:
     """Normalised name -> ``keras.applications`` constructor name (imports Keras)."""
-    import keras
+    keras = quiet_import("keras")
 
     names = {}
     for attr in dir(keras.applications):
@@ -184,7 +185,7 @@ def _norm(name: str) -> str:
 def build_application(name: str, image_size: int | None = None) -> Any:
     """A model by (case/punctuation-insensitive) name, ``weights=None``: a zoo network or alias
     (default side: the zoo's), else any ``keras.applications`` model (default side 224)."""
-    import keras
+    keras = quiet_import("keras")
 
     entry = zoo.CATALOG.get(zoo.lookup(name, shipped=False) or "")
     names = keras_application_names()
@@ -237,7 +238,7 @@ def load_model(source: Any, image_size: int | None = None) -> Any:
     if text.endswith((".keras", ".h5")):
         if not Path(text).exists():
             raise NetworkSpecError(f"{text}: no such model file")
-        import keras
+        keras = quiet_import("keras")
 
         try:
             return keras.models.load_model(text, compile=False)
@@ -320,7 +321,7 @@ def _spec_layer(e: dict, name: str, x: tuple, at: str) -> NetLayer:
 
 def spec_to_keras(spec: str | Path | dict, image_size: int | None = None) -> Any:
     """Build the Keras model a JSON spec describes (for measuring it; imports Keras)."""
-    import keras
+    keras = quiet_import("keras")
 
     spec = load_spec(spec)
     layers = _spec_layers(spec, image_size)

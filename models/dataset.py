@@ -10,13 +10,23 @@ Software stacks are keyed case- and whitespace-insensitively (:func:`stack_key`)
 ``stack`` column spells it the way its earliest run did (runs without a start time count
 after those with one; ties go by source and run order), so every row of one stack reads the
 same.
+
+Each row also carries the run's ``variant`` key and ``system`` (``models.variant``) and its
+``clock_resolution_s``. A run that cannot be used (no network or deployment, a batch size
+or a segment value that is not a finite positive number, a point that is not finite, broken
+variant/system/resolution meta) gives no rows: :func:`collect_points` names it as a
+:class:`SkippedRun` with the reason, and never raises for it.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import pandas as pd
 
 from ingest.store import Store, StoredRun
+from models.variant import BrokenMeta, run_resolution, run_system, variant_key
 
 MAX_POINTS_PER_RUN_PHASE = 200
 COLUMNS = [
@@ -31,7 +41,36 @@ COLUMNS = [
     "seconds",
     "final",
     "start_time",
+    "variant",
+    "system",
+    "clock_resolution_s",
 ]
+
+
+@dataclass(frozen=True)
+class SkippedRun:
+    """A stored run the fit cannot use, with its key (as far as known) and the reason."""
+
+    source: str
+    run: int  # run number in its file, from 1
+    network: str
+    deployment: str
+    stack: str
+    variant: str
+    system: str
+    phases: tuple[str, ...]
+    reason: str
+    model_id: str = ""  # the (pooled) model its key would have; set by the fit
+
+    def to_dict(self) -> dict:
+        """The ``jobcast fit --json`` entry of a skipped run (an ``error`` entry of its key's
+        model, with ``skipped`` and the run's ``source`` and number)."""
+        return {"model": self.model_id, "error": f"run skipped: {self}", "skipped": self.reason,
+                "source": self.source, "run": self.run, "network": self.network,
+                "deployment": self.deployment}
+
+    def __str__(self) -> str:
+        return f"{self.source} run {self.run}: {self.reason}"
 
 
 def software_stack(framework: str | None) -> str:
@@ -61,37 +100,104 @@ def stack_spellings(stored: list[StoredRun]) -> dict[str, str]:
 
 
 def progress_points(store: Store) -> pd.DataFrame:
-    """One row per progress point of every run and phase in the store (see module doc)."""
+    """One row per progress point of every usable run and phase in the store (module doc)."""
+    return collect_points(store)[0]
+
+
+def collect_points(store: Store) -> tuple[pd.DataFrame, list[SkippedRun]]:
+    """The progress points of the usable runs, and the runs skipped with their reasons."""
     stored = store.runs()
     spelling = stack_spellings(stored)
     by_run: dict[int, list[dict]] = {}
     for seg in store.segments([r.id for r in stored]):
         by_run.setdefault(seg["run_id"], []).append(seg)
     rows: list[dict] = []
+    skipped: list[SkippedRun] = []
     for run in stored:
-        for phase in ("train", "test"):
-            segs = [s for s in by_run.get(run.id, []) if s["phase"] == phase]
-            curve = _cumulative_curve(segs)
-            if not curve:
-                continue
-            batch = next((s["batch_size"] for s in segs if s["batch_size"]), run.batch_size)
-            for i, (iters, secs) in enumerate(curve):
-                rows.append(
-                    {
-                        "run_id": run.id,
-                        "source": run.source,
-                        "network": run.network,
-                        "deployment": run.deployment,
-                        "stack": spelling[stack_key(run.framework)],
-                        "phase": phase,
-                        "batch_size": int(batch),
-                        "iterations": iters,
-                        "seconds": secs,
-                        "final": i == len(curve) - 1,
-                        "start_time": run.start_time,
-                    }
-                )
-    return pd.DataFrame(rows, columns=COLUMNS)
+        try:
+            rows.extend(_run_rows(run, by_run.get(run.id, []), spelling))
+        except _Unusable as exc:
+            skipped.append(_skipped(run, by_run.get(run.id, []), spelling, str(exc)))
+    return pd.DataFrame(rows, columns=COLUMNS), skipped
+
+
+class _Unusable(ValueError):
+    """Why a run gives no rows."""
+
+
+def _finite_positive(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+def _run_rows(run: StoredRun, segs: list[dict], spelling: dict[str, str]) -> list[dict]:
+    """The rows of one run; :class:`_Unusable` says why there are none."""
+    if not run.network or not run.deployment:
+        raise _Unusable("the run names no network or no deployment")
+    meta = run.meta if isinstance(run.meta, dict) else {}
+    try:
+        variant, system, resolution = (
+            variant_key(meta.get("variant")), run_system(meta), run_resolution(meta))
+    except BrokenMeta as exc:
+        raise _Unusable(f"broken meta: {exc}") from None
+    if run.start_time is not None and not math.isfinite(run.start_time):
+        raise _Unusable(f"start time {run.start_time} is not finite")
+    for seg in segs:
+        for name in ("iterations", "seconds"):
+            value = seg[name]
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise _Unusable(f"{seg['phase']} segment {name} {value} is not a finite "
+                                "number >= 0")
+        if any(not all(math.isfinite(float(v)) for v in p) for p in seg["points"]):
+            raise _Unusable(f"{seg['phase']} segment has a point that is not finite")
+    rows: list[dict] = []
+    for phase in ("train", "test"):
+        phase_segs = [s for s in segs if s["phase"] == phase]
+        curve = _cumulative_curve(phase_segs)
+        if not curve:
+            continue
+        batch = next((s["batch_size"] for s in phase_segs if s["batch_size"]), run.batch_size)
+        if not _finite_positive(batch):
+            raise _Unusable(f"{phase} batch size {batch} is not positive")
+        for i, (iters, secs) in enumerate(curve):
+            rows.append(
+                {
+                    "run_id": run.id,
+                    "source": run.source,
+                    "network": run.network,
+                    "deployment": run.deployment,
+                    "stack": spelling[stack_key(run.framework)],
+                    "phase": phase,
+                    "batch_size": int(batch),
+                    "iterations": iters,
+                    "seconds": secs,
+                    "final": i == len(curve) - 1,
+                    "start_time": run.start_time,
+                    "variant": variant,
+                    "system": system,
+                    "clock_resolution_s": resolution,
+                }
+            )
+    return rows
+
+
+def _skipped(run: StoredRun, segs: list[dict], spelling: dict[str, str],
+             reason: str) -> SkippedRun:
+    meta = run.meta if isinstance(run.meta, dict) else {}
+    try:
+        variant = variant_key(meta.get("variant"))
+    except BrokenMeta:
+        variant = ""
+    try:
+        system = run_system(meta)
+    except BrokenMeta:
+        system = ""
+    return SkippedRun(
+        source=run.source, run=run.run_index + 1, network=run.network or "",
+        deployment=run.deployment or "", stack=spelling.get(stack_key(run.framework), ""),
+        variant=variant, system=system,
+        phases=tuple(p for p in ("train", "test") if any(s["phase"] == p for s in segs)),
+        reason=reason)
 
 
 def _cumulative_curve(segs: list[dict]) -> list[tuple[float, float]]:

@@ -8,7 +8,9 @@ Rules:
   single run, the tail hold-out (the total predicted from the first half of the run).
 - ``predicted = actual / (1 + error)``; the 90 % interval around it is
   ``[predicted / (1 + h), predicted * (1 + h)]`` with ``h`` the model's ``half_width_``.
-- A model's points are those of its key, the stack compared by ``models.dataset.stack_key``.
+- A model's points are those of its key, the stack compared by ``models.dataset.stack_key``,
+  the variant by its key, the system only for a system model (a pooled model's points are
+  those of every system). A system model on the pooled shape has no errors of its own.
 - A model whose errors no longer line up with the points (the store changed since the fit) is
   left out, and so is an error that is not finite or at most -1.
 """
@@ -48,6 +50,10 @@ def held_out_predictions(models: Sequence[FittedModel], points: pd.DataFrame) ->
             & (points["phase"] == m.phase)
             & (points["stack"].map(stack_key) == stack_key(m.stack))
         ]
+        if "variant" in df.columns:
+            df = df[df["variant"].fillna("") == m.variant]
+        if m.system and "system" in df.columns:
+            df = df[df["system"].fillna("") == m.system]
         finals = df.groupby("run_id", sort=False).tail(1)
         if len(finals) != len(errors):
             continue  # the store changed since the fit: the errors no longer line up

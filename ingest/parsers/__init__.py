@@ -8,6 +8,11 @@ Rules
   no store, no clock). ``LABEL`` (the name used in messages) is optional, as is
   ``context(path, source, overrides)`` for formats that read side files next to the log
   (MLPerf system descriptions); without it the context holds the source and the overrides.
+  So is ``side_file(path) -> bool``: True for a file of the format's layout that is not a
+  log (Lambda's ``metadata`` and ``thermal/<rep>`` files); a folder ingest skips those
+  (:func:`side_file`) instead of rejecting them.
+  And ``claims(path) -> bool``: True for a path in the format's own layout; such a parser's
+  ``sniff`` is asked first (:func:`detect` with ``path``), which spares the other sniffs.
 * Detection asks the registered parsers in registration order; the first whose ``sniff``
   says yes parses the file. More specific formats are therefore registered first.
 * Adding a format is one new module here plus one :func:`register` line below. Modules are
@@ -29,19 +34,25 @@ SNIFF_LINES = 200
 
 @dataclass(frozen=True)
 class Overrides:
-    """What the CLI supplies or replaces: ``--network``, ``--deployment``, ``--batch-size``."""
+    """What the CLI supplies or replaces: ``--network``, ``--deployment``, ``--batch-size``,
+    ``--tag key=value`` (``tags``: lower-case pairs that win over the variant a log states,
+    ``meta["variant"]``) and ``--system`` (wins over the system a log or layout names,
+    ``meta["system"]``)."""
 
     network: str | None = None
     deployment: str | None = None
     batch_size: int | None = None
+    tags: tuple[tuple[str, str], ...] = ()
+    system: str | None = None
 
 
 @runtime_checkable
 class Parser(Protocol):
     """A log format. Implemented by modules: ``FORMAT``, ``sniff`` and ``parse``.
 
-    Optional members (looked up with ``getattr``): ``LABEL: str`` and
-    ``context(path: Path, source: str, overrides: Overrides) -> ParseContext``.
+    Optional members (looked up with ``getattr``): ``LABEL: str``,
+    ``context(path: Path, source: str, overrides: Overrides) -> ParseContext``,
+    ``side_file(path: Path) -> bool`` and ``claims(path: Path) -> bool``.
     """
 
     FORMAT: str
@@ -69,6 +80,11 @@ register("ingest.parsers.keras_stdout")
 register("ingest.parsers.jsonl")
 
 
+def names() -> tuple[str, ...]:
+    """The registered parser modules' dotted names, in detection order."""
+    return tuple(_REGISTRY)
+
+
 def registered() -> list[Parser]:
     """The registered parsers, imported, in detection order."""
     found: list[Parser] = []
@@ -85,12 +101,29 @@ def format_label(parser: Parser) -> str:
     return getattr(parser, "LABEL", parser.FORMAT)
 
 
-def detect(head: list[str], parsers: Iterable[Parser] | None = None) -> Parser | None:
-    """The first parser (of ``parsers``, default: the registry) that recognises ``head``."""
-    for parser in registered() if parsers is None else parsers:
+def detect(
+    head: list[str], parsers: Iterable[Parser] | None = None, path: Path | None = None
+) -> Parser | None:
+    """The first parser (of ``parsers``, default: the registry) that recognises ``head``;
+    parsers that claim ``path`` by its layout are asked first."""
+    order = list(registered() if parsers is None else parsers)
+    if path is not None:
+        claimed = [p for p in order if getattr(p, "claims", None) and p.claims(path)]
+        order = claimed + [p for p in order if p not in claimed]
+    for parser in order:
         if parser.sniff(head):
             return parser
     return None
+
+
+def side_file(path: Path, parsers: Iterable[Parser] | None = None) -> bool:
+    """Whether some parser (of ``parsers``, default: the registry) calls ``path`` a side
+    file of its layout (not a log: skipped by a folder ingest)."""
+    for parser in registered() if parsers is None else parsers:
+        check = getattr(parser, "side_file", None)
+        if check is not None and check(path):
+            return True
+    return False
 
 
 def with_overrides(ctx: ParseContext, source: str, overrides: Overrides) -> ParseContext:

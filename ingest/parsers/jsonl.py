@@ -3,8 +3,11 @@
 Rules (the format's own, checked here)
 --------------------------------------
 * Every non-blank line is a JSON object with ``"v": 1``, a string ``event`` and a numeric
-  ``time`` (unix seconds). Anything else is a ParseError with its line: a line that is not
-  JSON (a cut last line included), another version, a missing or non-numeric field.
+  ``time`` (unix seconds, 1990 .. 2100: :func:`ingest.validate.plausible_time`). Anything
+  else is a ParseError with its line: a line that is not JSON (a cut last line
+  included), another version, a missing, non-numeric or non-finite (``NaN``,
+  ``Infinity``, ``1e999``) field, an integer of more than
+  :data:`~ingest.validate.JSON_INT_DIGITS` digits (read as a float, so refused as a count).
 * Events live inside a run (``run_start`` ... ``run_end``); phases (``phase_start`` ...
   ``phase_end``) do not nest; ``progress`` and ``phase_end`` must name the open phase and
   epoch; ``step`` never decreases nor exceeds ``iterations``; ``time`` never goes back by
@@ -19,12 +22,13 @@ Rules (the format's own, checked here)
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from fleet.deployment import Deployment
-from ingest.events import PHASES, ParseContext, ParsedRun, ParseError, Segment
+from ingest.events import PHASES, ParseContext, ParsedRun, ParseError, Segment, short_repr
+from ingest.validate import loads, plausible_time
 
 FORMAT = "jsonl"
 LABEL = "jobcast JSON-lines"
@@ -38,7 +42,7 @@ def sniff(head: list[str]) -> bool:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads(line)
         except ValueError:
             return False
         return isinstance(obj, dict) and "v" in obj and "event" in obj and "time" in obj
@@ -51,16 +55,20 @@ def deployment_from(value: object, line: int) -> Deployment | None:
         return None
     if isinstance(value, dict):
         try:
-            return Deployment(str(value["accelerator"]), int(value.get("per_node", 1)),
-                              int(value.get("nodes", 1)))
+            counts = [value.get("per_node", 1), value.get("nodes", 1)]
+            if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+                raise ValueError("per_node and nodes must be whole numbers")
+            return Deployment(str(value["accelerator"]), counts[0], counts[1])
         except (KeyError, TypeError, ValueError) as err:
-            raise ParseError(f"bad deployment object {value!r}", line=line) from err
+            raise ParseError(f"bad deployment object {short_repr(value, 80)}: {err}",
+                             line=line) from err
     if not isinstance(value, str) or not value.strip():
-        raise ParseError(f"deployment must be a string or an object, got {value!r}", line=line)
+        raise ParseError(f"deployment must be a string or an object, got {short_repr(value)}",
+                         line=line)
     try:
         return Deployment.parse(value)
     except ValueError as err:
-        raise ParseError(f"bad deployment {value!r}: {err}", line=line) from err
+        raise ParseError(f"bad deployment {short_repr(value)}: {err}", line=line) from err
 
 
 def _number(obj: dict, key: str, line: int, *, required: bool = True) -> float | None:
@@ -68,7 +76,9 @@ def _number(obj: dict, key: str, line: int, *, required: bool = True) -> float |
     if value is None and not required:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ParseError(f"'{key}' must be a number, got {value!r}", line=line)
+        raise ParseError(f"'{key}' must be a number, got {short_repr(value)}", line=line)
+    if not math.isfinite(value):
+        raise ParseError(f"'{key}' must be a finite number, got {short_repr(value)}", line=line)
     return float(value)
 
 
@@ -77,7 +87,8 @@ def _count(obj: dict, key: str, line: int, *, required: bool = True) -> int | No
     if value is None and not required:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ParseError(f"'{key}' must be a non-negative integer, got {value!r}", line=line)
+        raise ParseError(f"'{key}' must be a non-negative integer, got {short_repr(value)}",
+                         line=line)
     return value
 
 
@@ -135,10 +146,10 @@ def _check_phase(run: _Run, obj: dict, line: int, event: str) -> _Phase:
     if phase is None:
         raise ParseError(f"{event} without an open phase", line=line)
     if obj.get("phase") != phase.phase:
-        raise ParseError(f"{event} for phase {obj.get('phase')!r} but {phase.phase!r} "
+        raise ParseError(f"{event} for phase {short_repr(obj.get('phase'))} but {phase.phase!r} "
                          f"(line {phase.line}) is open", line=line)
     if "epoch" in obj and obj["epoch"] != phase.epoch:
-        raise ParseError(f"{event} for epoch {obj['epoch']!r} but epoch {phase.epoch!r} "
+        raise ParseError(f"{event} for epoch {short_repr(obj['epoch'])} but epoch {phase.epoch!r} "
                          f"is open", line=line)
     return phase
 
@@ -187,19 +198,23 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
         if not text:
             continue
         try:
-            obj = json.loads(text)
+            obj = loads(text)
         except ValueError as err:
-            raise ParseError(f"not JSON ({err.msg}): {text[:60]!r}", line=number) from err
+            why = getattr(err, "msg", None) or str(err)[:80]
+            raise ParseError(f"not JSON ({why}): {text[:60]!r}", line=number) from None
         if not isinstance(obj, dict):
             raise ParseError("a line must be a JSON object", line=number)
         if obj.get("v") != VERSION:
-            raise ParseError(f"unsupported format version {obj.get('v')!r} "
+            raise ParseError(f"unsupported format version {short_repr(obj.get('v'))} "
                              f"(this reader knows {VERSION})", line=number)
         event = obj.get("event")
         if not isinstance(event, str):
             raise ParseError("missing 'event'", line=number)
         time = _number(obj, "time", number)
         assert time is not None
+        if not plausible_time(time):
+            raise ParseError(f"'time' {time!r} is not unix seconds between 1990 and 2100",
+                             line=number)
         if last_time is not None and time < last_time - BACKWARDS_TOLERANCE_S:
             raise ParseError(f"time goes backwards by {last_time - time:.3f} s", line=number)
         last_time = max(time, last_time or time)
@@ -224,10 +239,11 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
                                  f"(line {run.phase.line}) is open", line=number)
             phase = obj.get("phase")
             if phase not in PHASES:
-                raise ParseError(f"phase must be one of {PHASES}, got {phase!r}", line=number)
+                raise ParseError(f"phase must be one of {PHASES}, got {short_repr(phase)}",
+                                 line=number)
             epoch = obj.get("epoch")
             if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
-                raise ParseError(f"epoch must be an integer or null, got {epoch!r}",
+                raise ParseError(f"epoch must be an integer or null, got {short_repr(epoch)}",
                                  line=number)
             run.phase = _Phase(str(phase), epoch, time, number)
         elif event == "progress":

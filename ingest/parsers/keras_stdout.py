@@ -33,7 +33,8 @@ Segments
 Errors and truncation
 ---------------------
 ParseError (with the line) for: a malformed ``Epoch`` header (``Epoch 2/`` cut, ``Epoch
-x/2``); a progress record with no time (a cut last line included); a non-numeric
+x/2``); a progress record with no time (a cut last line included); a step or epoch
+number longer than :data:`MAX_DIGITS` digits; a time that is not finite; a non-numeric
 loss; per-sample progress (``us/sample``, Keras < 2.3: steps unknown); no
 ``Epoch`` header with a bar (no training progress). An epoch whose bar never reaches K/K
 (run killed) is dropped and ``meta["truncated"] = True``.
@@ -41,6 +42,7 @@ loss; per-sample progress (``us/sample``, Keras < 2.3: steps unknown); no
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -54,12 +56,30 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _EPOCH = re.compile(r"^Epoch (\d+)/(\d+)$")
 _EPOCH_LIKE = re.compile(r"^Epoch(?:\s+\S*/\S*|\s+\d*)$")  # a header, but garbled or cut
 _BAR = re.compile(r"^(\d+)/(\d+|Unknown)(?=\s*(?:━|\[|-\s*\d+s\b|$))(.*)$")
-_PER_STEP = re.compile(r"(\d+(?:\.\d+)?)(s|ms|us|µs)/step\b")
-_PER_SAMPLE = re.compile(r"\d+(?:\.\d+)?(?:s|ms|us|µs)/sample\b")
-_PER_EPOCH = re.compile(r"(\d+(?:\.\d+)?)(s|ms|us|µs)/epoch\b")
+_PER_STEP = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)(s|ms|us|µs)/step\b")
+_PER_SAMPLE = re.compile(r"(?<![\d.])\d+(?:\.\d+)?(?:s|ms|us|µs)/sample\b")
+_PER_EPOCH = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)(s|ms|us|µs)/epoch\b")
 _ELAPSED = re.compile(r"(?<![\w.:/])(\d+)s(?![\w/])")
 _METRIC = re.compile(r"\s-\s([A-Za-z_][\w.]*):\s+(\S+)")
+# Number patterns start where a number starts ((?<![\d.])): a search over a long run of
+# digits is then linear, not quadratic.
 _UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+MAX_DIGITS = 18  # a longer step or epoch number is an error, not a number
+
+
+def _whole(text: str, what: str, line: int) -> int:
+    """A printed whole number of at most :data:`MAX_DIGITS` digits, else ParseError."""
+    if len(text) > MAX_DIGITS:
+        raise ParseError(f"{what} has {len(text)} digits (at most {MAX_DIGITS})", line=line)
+    return int(text)
+
+
+def _time(text: str, unit: str, what: str, line: int) -> float:
+    """A printed duration in seconds; ParseError if it is not finite (``1e999``-like)."""
+    value = float(text) * _UNIT[unit]
+    if not math.isfinite(value):
+        raise ParseError(f"{what} {text[:20]}{unit} is not a finite number", line=line)
+    return value
 
 
 def _fragments(line: str) -> list[tuple[str, bool]]:
@@ -125,16 +145,17 @@ def _record(text: str, redrawn: bool, number: int) -> _Record | None:
     if step is None and epoch is None and elapsed_m is None:
         raise ParseError(f"progress record without a time (cut?): {text[:80]!r}", line=number)
     style = 2 if re.match(r"^\s*-\s*\d+s\s*-", rest) else 1
-    target = None if m.group(2) == "Unknown" else int(m.group(2))
-    per_epoch = float(epoch.group(1)) * _UNIT[epoch.group(2)] if epoch else None
-    elapsed = float(elapsed_m.group(1)) if elapsed_m and not eta else None
+    target = None if m.group(2) == "Unknown" else _whole(m.group(2), "step count", number)
+    per_epoch = _time(epoch.group(1), epoch.group(2), "time per epoch", number) if epoch else None
+    elapsed = _time(elapsed_m.group(1), "s", "elapsed time", number) \
+        if elapsed_m and not eta else None
     if epoch is not None and epoch.group(2) == "s":  # whole seconds: a bound, like elapsed
         elapsed, per_epoch = per_epoch, None
     return _Record(
         line=number,
-        current=int(m.group(1)),
+        current=_whole(m.group(1), "step", number),
         target=target,
-        per_step=float(step.group(1)) * _UNIT[step.group(2)] if step else None,
+        per_step=_time(step.group(1), step.group(2), "time per step", number) if step else None,
         per_epoch=per_epoch,
         elapsed=elapsed,
         final=not redrawn and not eta,
@@ -293,7 +314,8 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
         for text, redrawn in _fragments(raw):
             m = _EPOCH.match(text)
             if m:
-                epoch, total = int(m.group(1)), int(m.group(2))
+                epoch = _whole(m.group(1), "epoch number", number)
+                total = _whole(m.group(2), "epoch count", number)
                 builder.header(epoch, total, number)
                 continue
             if _EPOCH_LIKE.match(text):

@@ -12,7 +12,10 @@ Four parts, usable apart:
 * **Reconstruction** (:mod:`.reconstruct`): :func:`segments_from_samples`, a pure function
   from range-vector series to :class:`JobTrace` objects (one per job and attempt).
 * **Ingest** (:mod:`.load`): :func:`ingest_prometheus` ties them together and writes each
-  finished job into the store in one transaction, idempotently (see docs/prometheus.md).
+  finished job into the store in one transaction, idempotently (see docs/prometheus.md);
+  :func:`fetch_jobs` (limits: ``max_chunks`` requests, ``max_points`` samples) and
+  :func:`store_jobs` are its two halves, for callers that open the store only after a
+  successful fetch.
 
 Everything public is re-exported here: import from ``ingest.prometheus``.
 """
@@ -22,10 +25,18 @@ from __future__ import annotations
 from ingest.events import PHASES
 from ingest.prometheus.client import RETRY_STATUS, PrometheusClient, PrometheusError
 from ingest.prometheus.load import (
+    MAX_CHUNKS,
+    MAX_POINTS,
+    FetchedJobs,
     PromIngestReport,
     canonical_hash,
+    check_chunks,
+    chunk_count,
+    count_points,
+    fetch_jobs,
     ingest_prometheus,
     job_source,
+    store_jobs,
 )
 from ingest.prometheus.names import (
     COUNTERS,
@@ -33,6 +44,7 @@ from ingest.prometheus.names import (
     PER_PHASE,
     SERIES,
     MetricNames,
+    duration_at_least,
     job_selector,
     parse_duration,
     parse_matcher,
@@ -45,10 +57,13 @@ from ingest.prometheus.reconstruct import JobTrace, PhaseProgress, segments_from
 __all__ = [
     "COUNTERS",
     "FORMAT",
+    "MAX_CHUNKS",
+    "MAX_POINTS",
     "PER_PHASE",
     "PHASES",
     "RETRY_STATUS",
     "SERIES",
+    "FetchedJobs",
     "JobTrace",
     "MetricNames",
     "PhaseProgress",
@@ -56,6 +71,11 @@ __all__ = [
     "PrometheusClient",
     "PrometheusError",
     "canonical_hash",
+    "check_chunks",
+    "chunk_count",
+    "count_points",
+    "duration_at_least",
+    "fetch_jobs",
     "ingest_prometheus",
     "job_selector",
     "job_source",
@@ -65,4 +85,5 @@ __all__ = [
     "promql_string",
     "segments_from_samples",
     "selector",
+    "store_jobs",
 ]

@@ -3,15 +3,19 @@
 Rules
 -----
 * The client wraps ``prometheus_api_client.PrometheusConnect`` with time-outs, auth
-  (bearer token, basic) and TLS options (CA file, insecure; not both).
+  (bearer token, basic) and TLS options (CA file, insecure; not both, and only with an
+  ``https://`` URL: plain HTTP has no certificate to verify).
 * Retries, with back-off (``backoff``, doubling, at most 10 s), only where they help:
   connection refused or reset, time outs, cut answers, unreadable bodies, HTTP
   429/502/503/504. Everything else fails at once.
 * Every failure becomes a :class:`PrometheusError` that says what went wrong and what to
-  try; answers marked partial (``warnings``) or not ``success`` are failures too.
+  try; answers marked partial (``warnings``) or not ``success`` are failures too. Messages
+  name the server's URL, never a request's (URL-encoded) query; TLS failures say which side
+  is wrong (a plain-HTTP server behind ``https://``, an HTTPS server behind ``http://``, an
+  unverifiable or mismatched certificate).
 * Raw samples come from range-vector selectors (``selector[chunk]`` at each chunk's end),
   so they keep their scrape timestamps; chunks keep each answer small and are merged per
-  series.
+  series. ``max_points`` stops a fetch that holds more samples than that (nothing is kept).
 """
 
 from __future__ import annotations
@@ -64,9 +68,16 @@ class PrometheusClient:
             raise PrometheusError(f"retries must be >= 0, got {self.retries}")
         if self.ca_file and self.insecure:
             raise PrometheusError("give --ca-file or --insecure, not both")
+        if (self.ca_file or self.insecure) and url.lower().startswith("http://"):
+            flag = "--insecure" if self.insecure else "--ca-file"
+            raise PrometheusError(
+                f"{flag} only applies to https:// URLs: {url} is plain HTTP, which has no "
+                f"certificate to verify. Drop {flag}, or use https://{url[len('http://'):]} "
+                "if the server serves TLS")
         self.url = url
         self._conn = None
         self._last = None
+        self._tls_probe: bool | None = None
 
     def _connect(self):
         if self._conn is not None:
@@ -113,11 +124,13 @@ class PrometheusClient:
 
     def raw_samples(self, series_selector: str, start: float, end: float,
                     chunk: float = 6 * 3600.0,
-                    progress: Callable[[int, int], None] | None = None) -> list[dict]:
+                    progress: Callable[[int, int], None] | None = None,
+                    max_points: int | None = None) -> list[dict]:
         """Every raw sample of the selected series in ``[start, end]``, merged per series.
 
         Asks range vectors (``selector[chunk]`` at the chunk's end) so samples keep their
-        scrape timestamps; chunks keep each answer small.
+        scrape timestamps; chunks keep each answer small. More than ``max_points`` samples
+        in all is a :class:`PrometheusError` (raised as soon as the count passes it).
         """
         if not end > start:
             raise PrometheusError(f"the time range is empty (since {iso_time(start)} is not "
@@ -126,6 +139,7 @@ class PrometheusClient:
             raise PrometheusError(f"chunk must be positive, got {chunk}")
         merged: dict[tuple, dict[float, str]] = {}
         labels_of: dict[tuple, dict] = {}
+        points = 0
         edges = []
         t = start
         while t < end:
@@ -139,9 +153,16 @@ class PrometheusClient:
                 key = tuple(sorted(metric.items()))
                 labels_of[key] = metric
                 values = merged.setdefault(key, {})
+                before = len(values)
                 for ts, value in item.get("values", []):
                     if lo <= float(ts) <= hi:
                         values[float(ts)] = value
+                points += len(values) - before
+            if max_points is not None and points > max_points:
+                raise PrometheusError(
+                    f"more than {max_points:,} samples (--max-points) after {i + 1:,} of "
+                    f"{len(edges):,} requests; narrow --since/--until, add --selector "
+                    "LABEL=VALUE, or raise --max-points")
             if progress:
                 progress(i + 1, len(edges))
         return [{"metric": labels_of[k], "values": [[t, v] for t, v in sorted(vals.items())]}
@@ -191,10 +212,17 @@ class PrometheusClient:
             return (f"partial answer ({exc}); nothing was written. Narrow --since/--until "
                     "or retry when the server is healthy", False)
         if isinstance(exc, rex.SSLError):
-            return (f"TLS error ({_short(exc)}); pass --ca-file with the server's CA "
-                    "certificate, or --insecure to skip verification", False)
+            return self._explain_tls(_cause(exc)), False
         if isinstance(exc, rex.ConnectTimeout | rex.ReadTimeout | rex.Timeout):
             return f"no answer within {self.timeout:g} s (--timeout)", True
+        dropped = ("reset", "aborted", "remotedisconnected")
+        if (isinstance(exc, rex.ConnectionError | rex.ChunkedEncodingError)
+                and self.url.lower().startswith("http://")
+                and any(d in f"{type(_cause(exc)).__name__} {_cause(exc)}".lower()
+                        for d in dropped)
+                and self._speaks_tls()):
+            return (f"the server speaks HTTPS, not plain HTTP: use "
+                    f"https://{self.url.split('://', 1)[-1]}", False)
         if isinstance(exc, rex.ConnectionError):
             cause = _cause(exc)
             text = f"{type(cause).__name__} {cause}".lower()
@@ -215,6 +243,9 @@ class PrometheusClient:
             if status in (401, 403):
                 return (f"HTTP {status}: not authorised; pass --bearer-token or "
                         f"--basic-auth USER:PASSWORD", False)
+            if status == 400 and "HTTP request to an HTTPS server" in detail:
+                return (f"the server speaks HTTPS, not plain HTTP: use "
+                        f"https://{self.url.split('://', 1)[-1]}", False)
             if status == 404:
                 return ("HTTP 404: no Prometheus query API at this URL (give the server's "
                         "base URL, e.g. http://host:9090)", False)
@@ -223,11 +254,58 @@ class PrometheusClient:
                         "--selector", False)
             if status in RETRY_STATUS:
                 return f"HTTP {status}: {detail or 'server busy'}", True
-            return f"HTTP {status}: {detail or str(exc)[:200]}", False
+            return f"HTTP {status}: {detail or _short(exc)}", False
         if isinstance(exc, ValueError | KeyError | TypeError):
             # a body that is not the JSON the API promises: usually a cut connection
             return f"unreadable answer ({type(exc).__name__}: {_short(exc)})", True
         return f"{type(exc).__name__}: {_short(exc)}", False
+
+
+    def _speaks_tls(self) -> bool:
+        """Whether the server completes a TLS handshake (asked once, after an ``http://``
+        request was reset: a TLS server drops plain requests)."""
+        if self._tls_probe is None:
+            import socket
+            import ssl
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(self.url)
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            try:
+                with socket.create_connection((parts.hostname, parts.port or 80),
+                                              timeout=min(self.timeout, 2.0)) as raw, \
+                        context.wrap_socket(raw, server_hostname=parts.hostname):
+                    self._tls_probe = True
+            except (OSError, ValueError):
+                self._tls_probe = False
+        return self._tls_probe
+
+    def _explain_tls(self, cause: BaseException) -> str:
+        """A TLS failure in words: which side is wrong and which flag fixes it."""
+        text = str(cause)
+        reason = _ssl_reason(text)
+        plain = ("wrong version number", "record layer failure", "unknown protocol",
+                 "packet length too long", "http request")
+        if any(p in text.lower() for p in plain):
+            return (f"the server does not speak TLS ({reason}); it looks like plain HTTP: use "
+                    f"http://{self.url.split('://', 1)[-1]} instead of https://")
+        if "certificate verify failed" in text.lower() or "hostname" in text.lower():
+            if self.ca_file:
+                return (f"the server's certificate does not verify against --ca-file "
+                        f"{self.ca_file} ({reason}); give the CA that signed it, or "
+                        "--insecure (without --ca-file) to skip verification")
+            return (f"the server's certificate cannot be verified ({reason}); pass --ca-file "
+                    "with the CA that signed it, or --insecure to skip verification")
+        return f"TLS handshake failed ({reason})"
+
+
+def _ssl_reason(text: str) -> str:
+    """``'[SSL: X] certificate verify failed: self-signed (_ssl.c:1006)'`` -> the words."""
+    text = re.sub(r"\(_ssl\.c:\d+\)", "", text)
+    text = re.sub(r"\[SSL: [A-Z_]+\]\s*", "", text)
+    return _short_text(text.strip(" ;:"))
 
 
 class _Partial(ValueError):
@@ -250,6 +328,7 @@ def _cause(exc: BaseException) -> BaseException:
 
 
 def _short(exc: BaseException) -> str:
+    """The words of an error, without urllib3's pool text and the request's encoded query."""
     text = str(exc)
     m = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)
     if m:
@@ -257,7 +336,20 @@ def _short(exc: BaseException) -> str:
     m = re.search(r"(certificate verify failed[^'\")]*)", text)
     if m:
         return m.group(1).strip()
-    return text[:200]
+    m = re.search(r"\(Caused by (\w+)\((.*)\)\)\s*$", text, re.S)
+    if m:
+        text = f"{m.group(1)}: {m.group(2)}"
+    text = re.sub(r"HTTPS?ConnectionPool\([^)]*\):\s*", "", text)
+    text = re.sub(r"(with )?url: \S+\s*", "", text)
+    return _short_text(text)
+
+
+def _short_text(text: str, limit: int = 200) -> str:
+    """One line of at most ``limit`` characters, cut at a word with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def _error_detail(response) -> str:

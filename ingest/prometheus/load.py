@@ -2,7 +2,13 @@
 
 Rules
 -----
-* Everything is fetched before anything is written, so a failed fetch writes nothing.
+* Everything is fetched (:func:`fetch_jobs`) before anything is written (:func:`store_jobs`),
+  so a failed fetch writes nothing; a caller can open (create) the store only after the
+  fetch succeeded, so a failed ingest into a new store leaves no file behind.
+* Limits are checked before the samples are asked for: the range in ``chunk`` pieces must
+  be at most ``max_chunks`` requests (checked before any request), and the selected series
+  may hold at most ``max_points`` samples in the range (one counting query, then checked
+  again while fetching). Past a limit the error says how many and which flags change it.
 * Running jobs are skipped (ingest them once they finish); finished and lost ones are
   checked like log runs (network, deployment, batch size, a complete train phase).
 * Each job is one store entry (its attempts are its runs), written in one transaction,
@@ -15,15 +21,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from ingest.events import ParseError
 from ingest.pipeline import check_run
-from ingest.prometheus.client import PrometheusClient
-from ingest.prometheus.names import FORMAT, MetricNames, iso_time, job_selector
+from ingest.prometheus.client import PrometheusClient, PrometheusError
+from ingest.prometheus.names import (
+    FORMAT,
+    SERIES,
+    MetricNames,
+    duration_at_least,
+    iso_time,
+    job_selector,
+)
 from ingest.prometheus.reconstruct import JobTrace, segments_from_samples
+
+MAX_CHUNKS = 10_000  # requests of one ingest (--max-chunks)
+MAX_POINTS = 5_000_000  # samples held in memory by one ingest (--max-points)
 
 
 def job_source(url: str, job_id: str, job_start: float | None) -> str:
@@ -67,6 +84,7 @@ class PromIngestReport:
     rejected: list[ParseError] = field(default_factory=list)
     series: int = 0
     samples: int = 0
+    chunks: int = 0
     requests: int = 0
 
     @property
@@ -91,32 +109,108 @@ def _check_job(traces: list[JobTrace], names: MetricNames) -> None:
         check_run(run, index)
 
 
-def ingest_prometheus(store, client: PrometheusClient, since: float, until: float, *,
-                      matchers: Sequence[tuple[str, str, str]] = (),
-                      names: MetricNames | None = None, chunk: float = 6 * 3600.0,
-                      stale_after: float = 300.0,
-                      progress: Callable[[int, int], None] | None = None) -> PromIngestReport:
-    """Read the jobs in ``[since, until]`` and store each finished (or lost) one.
+def chunk_count(since: float, until: float, chunk: float) -> int:
+    """How many ``chunk``-long requests cover ``[since, until]``."""
+    if not (math.isfinite(since) and math.isfinite(until)):
+        raise PrometheusError(f"the time range must be finite, got {since!r} to {until!r}")
+    if not until > since:
+        raise PrometheusError(f"the time range is empty (--since {iso_time(since)} is not "
+                              f"before --until {iso_time(until)})")
+    if not (math.isfinite(chunk) and chunk > 0):
+        raise PrometheusError(f"chunk must be a positive duration, got {chunk}")
+    return max(1, math.ceil((until - since) / chunk - 1e-9))
 
-    Everything is fetched before anything is written, so a failed fetch writes nothing;
-    each job is then written in one transaction (all its attempts as runs of one entry),
-    keyed by the hash of its reconstruction and by its source
-    (``prometheus:URL#job=ID&start=T``): ingesting again adds nothing. Running jobs are
-    skipped (ingest them once they finish).
+
+def check_chunks(since: float, until: float, chunk: float, max_chunks: int | None) -> int:
+    """The request count of the range; over ``max_chunks`` is an error naming the flags."""
+    chunks = chunk_count(since, until, chunk)
+    if max_chunks is not None and chunks > max_chunks:
+        raise PrometheusError(
+            f"{iso_time(since)} to {iso_time(until)} in --chunk {duration_at_least(chunk)} "
+            f"pieces is {chunks:,} requests, over the limit of {max_chunks:,} (--max-chunks); "
+            f"use --chunk {duration_at_least((until - since) / max_chunks)} or longer, a "
+            "later --since, or raise --max-chunks; no request was made")
+    return chunks
+
+
+def count_points(client: PrometheusClient, names: MetricNames,
+                 matchers: Sequence[tuple[str, str, str]], since: float, until: float) -> int:
+    """Samples the selected exporter series hold in ``[since, until]`` (one query).
+
+    One ``count_over_time`` per series name, summed: counting them under one name regex
+    would drop the names and fail on series that differ only by name.
+    """
+    width = max(1, math.ceil(until - since))
+    terms = [f"(sum(count_over_time({job_selector(names, matchers, key=key)}[{width}s])) "
+             "or vector(0))" for key in SERIES]
+    result = client.query(" + ".join(terms), at=until)
+    try:
+        return int(float(result[0]["value"][1])) if result else 0
+    except (IndexError, KeyError, TypeError, ValueError):
+        raise PrometheusError(f"Prometheus at {client.url}: unreadable sample count "
+                              f"{str(result)[:120]}") from None
+
+
+@dataclass
+class FetchedJobs:
+    """What :func:`fetch_jobs` read: each job's attempts, and how much was read."""
+
+    url: str
+    names: MetricNames
+    until: float
+    by_job: dict[str, list[JobTrace]]
+    series: int
+    samples: int
+    chunks: int
+    requests: int
+
+
+def fetch_jobs(client: PrometheusClient, since: float, until: float, *,
+               matchers: Sequence[tuple[str, str, str]] = (),
+               names: MetricNames | None = None, chunk: float = 6 * 3600.0,
+               stale_after: float = 300.0,
+               progress: Callable[[int, int], None] | None = None,
+               max_chunks: int | None = MAX_CHUNKS,
+               max_points: int | None = MAX_POINTS) -> FetchedJobs:
+    """Read and reconstruct the jobs in ``[since, until]``; writes nothing.
+
+    Raises :class:`PrometheusError` past ``max_chunks`` (before any request) or
+    ``max_points`` (after one counting query, or while fetching), and on any failed request.
     """
     names = (names or MetricNames()).validate()
+    chunks = check_chunks(since, until, chunk, max_chunks)
+    if max_points is not None:
+        points = count_points(client, names, matchers, since, until)
+        if points > max_points:
+            raise PrometheusError(
+                f"{iso_time(since)} to {iso_time(until)} holds {points:,} samples of the "
+                f"selected series, over the limit of {max_points:,} (--max-points); narrow "
+                "--since/--until, add --selector LABEL=VALUE, or raise --max-points")
     series = client.raw_samples(job_selector(names, matchers), since, until, chunk=chunk,
-                                progress=progress)
-    report = PromIngestReport(series=len(series),
-                              samples=sum(len(s["values"]) for s in series))
+                                progress=progress, max_points=max_points)
     traces = segments_from_samples(series, names, until=until, stale_after=stale_after)
     by_job: dict[str, list[JobTrace]] = {}
     for tr in traces:
         by_job.setdefault(tr.job_id, []).append(tr)
+    return FetchedJobs(url=client.url, names=names, until=until, by_job=by_job,
+                       series=len(series), samples=sum(len(s["values"]) for s in series),
+                       chunks=chunks, requests=client.requests_made)
+
+
+def store_jobs(store, fetched: FetchedJobs) -> PromIngestReport:
+    """Write each finished (or lost) fetched job into ``store``, one transaction per job.
+
+    Keyed by the hash of its reconstruction and by its source
+    (``prometheus:URL#job=ID&start=T``): ingesting again adds nothing. Running jobs are
+    skipped (ingest them once they finish).
+    """
+    names = fetched.names
+    report = PromIngestReport(series=fetched.series, samples=fetched.samples,
+                              chunks=fetched.chunks, requests=fetched.requests)
     known = {r.source for r in store.runs() if r.format == FORMAT}
-    for job_id, attempts in by_job.items():
+    for job_id, attempts in fetched.by_job.items():
         final = attempts[-1]
-        source = job_source(client.url, job_id, attempts[0].job_start)
+        source = job_source(fetched.url, job_id, attempts[0].job_start)
         if final.status == "running":
             report.skipped.append({"job_id": job_id, "source": source, "reason": (
                 f"still running (last scrape {iso_time(final.last_seen)}); ingest it after it "
@@ -146,5 +240,19 @@ def ingest_prometheus(store, client: PrometheusClient, since: float, until: floa
                 continue
             first = store.has_content(content_hash)
         report.duplicates.append({"job_id": job_id, "source": source, "first_source": first})
-    report.requests = client.requests_made
     return report
+
+
+def ingest_prometheus(store, client: PrometheusClient, since: float, until: float, *,
+                      matchers: Sequence[tuple[str, str, str]] = (),
+                      names: MetricNames | None = None, chunk: float = 6 * 3600.0,
+                      stale_after: float = 300.0,
+                      progress: Callable[[int, int], None] | None = None,
+                      max_chunks: int | None = MAX_CHUNKS,
+                      max_points: int | None = MAX_POINTS) -> PromIngestReport:
+    """Read the jobs in ``[since, until]`` and store each finished (or lost) one:
+    :func:`fetch_jobs`, then :func:`store_jobs` (see their rules)."""
+    fetched = fetch_jobs(client, since, until, matchers=matchers, names=names, chunk=chunk,
+                         stale_after=stale_after, progress=progress, max_chunks=max_chunks,
+                         max_points=max_points)
+    return store_jobs(store, fetched)

@@ -10,11 +10,13 @@ Rules
   character, so a job id such as ``a"} or vector(1)`` selects that job and nothing else;
   :func:`selector` checks label names and operators (``=``, ``!=``, ``=~``, ``!~``).
 * Durations are sums of ``<number><unit>`` (ms, s, m, h, d, w, y); times are ``now``, a
-  duration ago, unix seconds or ISO 8601 (UTC when no zone is given).
+  duration ago, unix seconds or ISO 8601 (UTC when no zone is given), between 1970 and the
+  year 9999 (``nan``, ``inf`` and dates before 1970 are errors).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -151,9 +153,11 @@ def selector(matchers: Iterable[tuple[str, str, str]]) -> str:
 
 
 def job_selector(names: MetricNames, extra: Sequence[tuple[str, str, str]] = (),
-                 job_id: str | None = None) -> str:
-    """Selector of every exporter series (of one job when ``job_id`` is given)."""
-    matchers = [("__name__", "=~", names.name_regex())]
+                 job_id: str | None = None, key: str | None = None) -> str:
+    """Selector of every exporter series (of one job when ``job_id`` is given; of the one
+    series ``SERIES[key]`` when ``key`` is given)."""
+    matchers = [("__name__", "=~", names.name_regex()) if key is None
+                else ("__name__", "=", names.series(key))]
     if job_id is None:
         matchers.append((names.job_label, "!=", ""))
     else:
@@ -181,13 +185,24 @@ def parse_duration(text: str) -> float:
     return total
 
 
+MAX_TIME = 253402300799.0  # 9999-12-31T23:59:59Z
+
+
 def parse_time(text: str, now: float | None = None) -> float:
     """Unix seconds from ``'now'``, a duration ago (``'2h'``), unix seconds or ISO 8601.
 
-    ISO times without a zone are UTC.
+    ISO times without a zone are UTC. Times must fall in 1970 .. 9999.
     """
-    now = time.time() if now is None else now
-    value = text.strip()
+    t = _parse_time(text.strip(), time.time() if now is None else now)
+    if t is None:
+        raise ValueError(
+            f"bad time {text!r}: use now, a duration ago (2h, 7d), unix seconds or ISO 8601")
+    if not math.isfinite(t) or not 0 <= t <= MAX_TIME:
+        raise ValueError(f"bad time {text!r}: out of range (give a time between 1970 and 9999)")
+    return t
+
+
+def _parse_time(value: str, now: float) -> float | None:
     if value.lower() == "now":
         return now
     try:
@@ -201,12 +216,21 @@ def parse_time(text: str, now: float | None = None) -> float:
     try:
         stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(
-            f"bad time {text!r}: use now, a duration ago (2h, 7d), unix seconds or ISO 8601"
-        ) from None
+        return None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=UTC)
     return stamp.timestamp()
+
+
+def duration_at_least(seconds: float) -> str:
+    """The shortest ``<n><unit>`` duration not below ``seconds``, in the largest unit that
+    fits, e.g. ``9000`` -> ``'3h'`` (for "use at least ..." messages)."""
+    seconds = max(1.0, float(seconds))
+    for unit in ("y", "w", "d", "h", "m", "s"):
+        size = _UNIT_S[unit]
+        if seconds >= size:
+            return f"{math.ceil(seconds / size - 1e-9)}{unit}"
+    return "1s"
 
 
 def iso_time(t: float) -> str:

@@ -11,6 +11,8 @@ from jobcast.cli import bench as cli_bench
 from jobcast.cli import layerwise as cli_layerwise
 from jobcast.cli import mlops as cli_mlflow
 from jobcast.cli import prometheus as cli_prometheus
+from jobcast.cli import stack as cli_stack
+from jobcast.cli import store as cli_store
 from jobcast.cli.options import (
     AS_JSON,
     FRAMEWORK,
@@ -21,13 +23,22 @@ from jobcast.cli.options import (
     json_option,
     open_store,
 )
-from jobcast.cli.output import console, emit_json, err_console, fail, progress_bar
+from jobcast.cli.output import (
+    RICH_MARKUP_MODE,
+    console,
+    emit_json,
+    err_console,
+    fail,
+    note,
+    progress_bar,
+)
 
 app = typer.Typer(
     help="Forecast how long a CNN training job will take, before it runs.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=RICH_MARKUP_MODE,
 )
 
 @app.command()
@@ -58,14 +69,24 @@ def ingest(
     ray_address: str | None = typer.Option(
         None, "--ray-address", help="Ray cluster to join (implies --ray), e.g. ray://host:10001."
     ),
+    tag: list[str] | None = typer.Option(
+        None, "--tag", help="Variant key=value of every run (repeat), e.g. precision=fp16 or "
+        "compiler=xla; wins over what a log or its folder says."),
+    system: str | None = typer.Option(
+        None, help="The system (machine) every run ran on; wins over what the logs say."),
+    workers: int | None = typer.Option(
+        None, min=1, help="Parsing processes (default: CPUs, at most 4; 1: in this process)."),
 ) -> None:
     """Parse training logs into the store (idempotent; each file whole or not at all).
 
     --deployment fills in logs that name no accelerators; a log that names others is
-    rejected with its line and both deployments, unless --override is given.
+    rejected with its line and both deployments, unless --override is given. Many files
+    share a transaction; several ingests may write to one store at once.
     """
     from fleet.deployment import normalise_deployment
+    from ingest.parallel import default_workers
     from ingest.pipeline import Overrides, collect_warnings, ingest_paths
+    from models.variant import parse_tags
 
     if override and not deployment:
         fail("--override needs --deployment")
@@ -74,9 +95,16 @@ def ingest(
             normalise_deployment(deployment)
         except ValueError as exc:
             fail(f"--deployment {deployment!r}: {exc}")
+    try:
+        tags = parse_tags(",".join(tag or []))
+    except ValueError as exc:
+        fail(f"--tag: {exc}")
+    if system is not None and not system.strip():
+        fail("--system must name a system")
     st = open_store(store)
     overrides = Overrides(
-        network=network, deployment=deployment, batch_size=batch_size, override=override
+        network=network, deployment=deployment, batch_size=batch_size, override=override,
+        tags=tuple(tags.items()), system=" ".join(system.split()) if system else None,
     )
     with progress_bar("ingest", disable=as_json) as advance:
         if use_ray or ray_address:
@@ -89,12 +117,15 @@ def ingest(
                 )
             except (RayMissing, ConnectionError) as exc:
                 fail(str(exc))
+            st.add_rejections(report.rejected)
             collect_warnings(st, report)
         else:
-            report = ingest_paths(st, paths, overrides, progress=advance)
+            report = ingest_paths(st, paths, overrides, progress=advance,
+                                  workers=workers or default_workers())
     if as_json:
         emit_json(
             {
+                "stored": report.stored,
                 "added": [{"source": s, "runs": n} for s, n in report.added],
                 "duplicates": [{"source": s, "first_source": f} for s, f in report.duplicates],
                 "rejected": [
@@ -116,10 +147,9 @@ def ingest(
             f"{len(report.skipped)} side files skipped"
         )
         for source, number, text in report.warnings:
-            console.print(f"[yellow]warning[/yellow] {source} run {number}: {text}",
-                          highlight=False)
+            note("warning", f"{source} run {number}: {text}")
         for err in report.rejected:
-            console.print(f"[red]rejected[/red] {err}", highlight=False)
+            note("rejected", str(err), "red")
     raise typer.Exit(1 if report.rejected else 0)
 
 
@@ -151,7 +181,8 @@ def fit(
         "'error'."
     ),
 ) -> None:
-    """Fit the end-to-end models (one per network x deployment x phase x stack).
+    """Fit the end-to-end models (one per network x deployment x phase x stack x variant, pooled
+    over systems, plus one per system where several share a key).
 
     A key that cannot be fitted is reported with its reason and the others are fitted
     (exit 0); the command fails only when no model could be fitted.
@@ -179,11 +210,14 @@ def fit(
         run_id = log_fit_run(st, models, tracking_uri=tracking_uri, form=form)
         err_console.print(f"MLflow run {run_id}")
     if as_json:
-        emit_json(payload + [f.to_dict() for f in failures])
+        emit_json(payload + [f.to_dict() for f in failures]
+                  + [r.to_dict() for r in report.skipped_elsewhere()])
     else:
         console.print(models_table(payload))
         for failure in failures:
-            console.print(f"[yellow]not fitted[/yellow] {failure}", highlight=False)
+            note("not fitted", str(failure))
+        for run in report.skipped:
+            note("skipped run", str(run))
 
 
 @app.command()
@@ -198,10 +232,16 @@ def predict(
     eval_every: float | None = typer.Option(None, min=0, help="Epochs between evaluations."),
     eval_size: int | None = typer.Option(None, min=1, help="Samples per evaluation pass."),
     stack: str | None = typer.Option(None, help="Software stack (default: the newest seen)."),
+    system: str | None = typer.Option(
+        None, help="End-to-end: the system's own history (as `jobcast runs` names it)."),
+    tag: list[str] | None = typer.Option(
+        None, "--tag", help="End-to-end variant key=value (repeat), e.g. compiler=xla."),
     device: str | None = typer.Option(None, help="GPU for a layerwise forecast, e.g. V100."),
     optimizer: str = typer.Option("sgd", help="Layerwise: sgd, adam, ... or none (inference)."),
     image_size: int | None = IMAGE_SIZE,
-    precision: str = PRECISION,
+    precision: str | None = typer.Option(
+        None, help="fp32, tf32, fp16 or bf16. Layerwise default fp32; end-to-end: only history "
+        "of this precision (unstated: the history's own)."),
     framework: str = FRAMEWORK,
     jobs: Path | None = typer.Option(
         None,
@@ -237,7 +277,7 @@ def predict(
                  iterations=iterations, phase=phase, epochs=epochs, dataset_size=dataset_size,
                  eval_every=eval_every, eval_size=eval_size, stack=stack, device=device,
                  optimizer=optimizer, image_size=image_size, precision=precision,
-                 framework=framework)
+                 framework=framework, system=system, tags=",".join(tag or []) or None)
     try:
         req = JobRequest.from_mapping(flags)
     except JobRequestError as exc:
@@ -339,6 +379,8 @@ cli_layerwise.register(app)
 cli_prometheus.register(app)
 cli_mlflow.register(app)
 cli_bench.register(app)
+cli_store.register(app)
+cli_stack.register(app)
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from jobcast.cli.output import console, progress_bar
+from jobcast.cli.output import console, note, progress_bar
 
 SAMPLES = Path(__file__).resolve().parents[2] / "tests" / "data"
 UNKNOWN_GPU = "unknown-gpu-x1"
@@ -83,7 +83,7 @@ def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     store = Store(f"sqlite:///{workdir / 'jobcast.db'}")
     if not (samples / "mlperf").is_dir():
-        console.print(f"[red]error:[/red] no sample logs under {samples}")
+        note("error:", f"no sample logs under {samples}", "red", err=True)
         return 2
     console.rule("1. ingest the bundled real training logs")
     t0 = time.perf_counter()
@@ -101,7 +101,7 @@ def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
         f"{counts['segments']} phase segments ({time.perf_counter() - t0:.1f} s)"
     )
     for err in report.rejected:
-        console.print(f"[red]rejected[/red] {err}")
+        note("rejected", str(err), "red")
 
     console.rule("2. fit end-to-end models (network x deployment x phase x stack)")
     models = fit_store(store)
@@ -114,6 +114,6 @@ def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
     console.print(table)
     for r in results:
         for w in r.get("warnings", []):
-            console.print(f"[yellow]note[/yellow] {r['job']['network']}: {w}")
-    console.print(f"store: {store.url}  (try: jobcast runs --store {store.url})")
+            note("note", f"{r['job']['network']}: {w}")
+    note("", f"store: {store.url}  (try: jobcast runs --store {store.url})")
     return 1 if report.rejected or any("error" in r for r in results) else 0

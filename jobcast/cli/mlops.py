@@ -5,13 +5,22 @@ MLflow is imported inside the commands only, so ``jobcast --help`` stays light.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import typer
 
 from jobcast.cli.options import STORE, TRACKING_URI, json_option, open_store
 from jobcast.cli.output import console, emit_json, fail
-from jobcast.mlops.serving import port_is_free, run_server, serve_argv, serve_env
+from jobcast.mlops.rest_app import ServeLimits
+from jobcast.mlops.serving import (
+    ServeError,
+    model_uri_of,
+    port_is_free,
+    run_server,
+    serve_argv,
+    serve_env,
+)
 
 NAME = typer.Option("jobcast-forecaster", "--name", help="Registered model name.")
 
@@ -78,21 +87,46 @@ def serve_command(
     store: str | None = typer.Option(
         None, "--store", help="Store whose folder holds the default mlflow.db."
     ),
-    workers: int = typer.Option(1, "--workers", min=1, help="Server worker processes."),
-    timeout: int = typer.Option(60, "--timeout", min=1, help="Seconds allowed per request."),
+    workers: int = typer.Option(1, "--workers", min=1, max=64, help="Server worker processes."),
+    timeout: float = typer.Option(
+        60.0, "--timeout", min=0.1, max=86400.0,
+        help="Seconds a request may take; its rows stop there (504).",
+    ),
+    max_body_bytes: int = typer.Option(
+        ServeLimits.max_body_bytes, "--max-body-bytes", min=1, max=2**31,
+        help="Largest request body; a larger one gets 413 before it is parsed.",
+    ),
+    max_rows: int = typer.Option(
+        ServeLimits.max_rows, "--max-rows", min=1, max=10**6,
+        help="Most rows (jobs) in one request; more get 413.",
+    ),
 ) -> None:
-    """Serve the registered forecaster over REST (POST /invocations; GET /ping, /version)."""
-    from jobcast.mlops.registry import RegistryError, resolve_model_uri
-    from jobcast.mlops.tracking import resolve_tracking_uri
+    """Serve the registered forecaster over REST (POST /invocations; GET /ping, /ready, /version).
 
-    uri = resolve_tracking_uri(tracking_uri, store)
-    try:
-        model_uri = resolve_model_uri(name, alias, version, uri)
-    except RegistryError as exc:
-        fail(str(exc))
+    Ready means warm: the model is loaded and has answered before the port is opened.
+    SIGTERM or Ctrl-C stops every worker process.
+    """
     if not port_is_free(host, port):
         fail(f"cannot serve on {host}:{port}: the port is in use or the address is not local")
-    raise typer.Exit(run_server(serve_argv(model_uri, port, host, workers, timeout),
-                                serve_env(uri)))
+    limits = ServeLimits(max_body_bytes=max_body_bytes, max_rows=max_rows, timeout_s=timeout)
+    started = time.monotonic()
 
+    def argv_for(model_uri: str, status_fd: int) -> list[str]:
+        return serve_argv(model_uri, port, host, limits=limits, store=store,
+                          tracking_uri=tracking_uri, reuse_port=workers > 1,
+                          status_fd=status_fd)
 
+    def on_ready(statuses: list[dict]) -> None:
+        console.print(
+            f"serving {statuses[0]['model_uri']} on http://{host}:{port} "
+            f"({len(statuses)} worker(s), ready in {time.monotonic() - started:.1f} s; "
+            "POST /invocations, GET /ping /ready /version; Ctrl-C stops)",
+            highlight=False, soft_wrap=True,
+        )
+
+    try:
+        code = run_server(argv_for, model_uri_of(name, alias, version), serve_env(tracking_uri),
+                          workers=workers, on_ready=on_ready)
+    except ServeError as exc:
+        fail(str(exc))
+    raise typer.Exit(code)

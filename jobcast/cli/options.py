@@ -11,6 +11,7 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -49,6 +50,32 @@ def open_store(url: str | None) -> Store:
         return Store(url)
     except Exception as exc:  # bad URL, unreachable server, unreadable file
         fail(f"cannot open store {url or '(default)'}: {exc}")
+
+
+def open_store_later(url: str | None) -> Callable[[], Store]:
+    """An opener for a command that may fail before it writes: an existing store (or a
+    server) is opened and checked now; a SQLite file that does not exist yet is created only
+    when the opener is called, so a failed command leaves no empty file behind. Fails now on a
+    bad URL or a missing folder."""
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from ingest.store import store_url
+
+    full = store_url(url)
+    try:
+        parsed = make_url(full)
+    except ArgumentError as exc:
+        fail(f"cannot open store {url or '(default)'}: {exc}")
+    path = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    if not path or path == ":memory:" or path.startswith("file:") or Path(path).exists():
+        st = open_store(url)
+        return lambda: st
+    if not Path(path).resolve().parent.is_dir():
+        fail(f"cannot open store {full}: folder {Path(path).resolve().parent} does not exist")
+    return lambda: open_store(url)
 
 
 # -- layerwise forecasts (predict, compare) ---------------------------------------------------

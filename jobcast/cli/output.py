@@ -1,4 +1,19 @@
-"""Console output shared by the commands: JSON, errors, progress bars."""
+"""Console output shared by the commands: JSON, errors, notes, progress bars.
+
+Rules
+-----
+* Text lines are never wrapped, whatever the terminal width, ``$COLUMNS`` or path length:
+  both consoles soft-wrap (a line longer than the screen stays one line), so scripts and
+  logs can grep an error or a rejection on one line. Tables are laid out at the console
+  width (140 columns when stdout is not a terminal and ``$COLUMNS`` is unset).
+* Data in messages (paths, reasons, ids) is printed as is: :func:`fail` and :func:`note`
+  never read it as Rich markup or emoji codes (``[abc]`` and ``:smile:`` stay text).
+* Errors go to stderr as ``error: message`` (exit 2 unless told); JSON goes to stdout as
+  plain text (:func:`emit_json`), never through Rich.
+* Progress bars draw on stderr and only on a terminal; ``--json`` runs disable them.
+* Click/Typer's own usage errors (a bad option value) are plain, unboxed text when stderr is
+  not a terminal (:data:`RICH_MARKUP_MODE` for the app), Rich panels on a terminal.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +27,14 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 # Piped output (CI logs, files) gets a wide table instead of Rich's 80-column default.
 _WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 140
-console = Console(stderr=False, highlight=False, width=_WIDTH)
-err_console = Console(stderr=True, highlight=False)
+console = Console(stderr=False, highlight=False, width=_WIDTH, soft_wrap=True, emoji=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+# Typer's usage errors: Rich panels (wrapped to the screen) on a terminal, plain lines otherwise.
+RICH_MARKUP_MODE = "rich" if sys.stderr.isatty() else None
 
 
 def _clean(value):
@@ -36,13 +54,21 @@ def emit_json(payload) -> None:
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``error: message`` on stderr, never wrapped (scripts grep it), and exit."""
-    err_console.print(f"[red]error:[/red] {message}", soft_wrap=True)
+    note("error:", message, "red", err=True)
     raise typer.Exit(code)
+
+
+def note(label: str, text: str, style: str = "yellow", *, err: bool = False) -> None:
+    """One line ``label text`` on stdout (stderr with ``err``): the label in ``style``, the
+    text as is (no markup, no emoji), never wrapped."""
+    line = Text.assemble((label, style), " ", str(text)) if label else Text(str(text))
+    (err_console if err else console).print(line, soft_wrap=True)
 
 
 @contextmanager
 def progress_bar(label: str, disable: bool = False) -> Iterator[Callable[[int, int, str], None]]:
-    """A rich progress bar (on stderr, with ETA) fed by ``advance(done, total, item)``."""
+    """A rich progress bar (on stderr, with ETA) fed by ``advance(done, total, item)``; drawn
+    only when stderr is a terminal (a log gets no bar and no stray blank line)."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -61,7 +87,7 @@ def progress_bar(label: str, disable: bool = False) -> Iterator[Callable[[int, i
         TimeRemainingColumn(),
         TextColumn("{task.fields[item]}", style="dim"),
         console=err_console,
-        disable=disable,
+        disable=disable or not err_console.is_terminal,
         transient=True,
     )
     task = progress.add_task(label, total=None, item="")

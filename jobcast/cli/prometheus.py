@@ -1,4 +1,10 @@
-"""``jobcast ingest-prometheus`` and ``jobcast eta``: learn from and watch Prometheus traces."""
+"""``jobcast ingest-prometheus`` and ``jobcast eta``: learn from and watch Prometheus traces.
+
+Rules: ``ingest-prometheus`` checks its limits (``--max-chunks`` requests, ``--max-points``
+samples) before it asks for samples, shows a progress bar over the requests on a terminal
+(never with ``--json``), and creates a new SQLite store only after the fetch succeeded: a
+failed ingest leaves no file behind.
+"""
 
 from __future__ import annotations
 
@@ -23,8 +29,9 @@ from jobcast.cli.options import (
     metric_names,
     open_prometheus,
     open_store,
+    open_store_later,
 )
-from jobcast.cli.output import console, emit_json, fail
+from jobcast.cli.output import console, emit_json, fail, note, progress_bar
 
 
 def register(app: typer.Typer) -> None:
@@ -60,6 +67,13 @@ def ingest_prometheus(
         help="Only jobs whose series match LABEL=VALUE (also !=, =~, !~); repeatable. "
              "Values are escaped, not PromQL."),
     chunk: str = typer.Option("6h", "--chunk", help="Time span asked per request."),
+    max_chunks: int = typer.Option(
+        10_000, "--max-chunks", min=1,
+        help="Refuse a range that needs more requests than this (checked before asking)."),
+    max_points: int = typer.Option(
+        5_000_000, "--max-points", min=1,
+        help="Refuse a range whose selected series hold more samples than this (counted "
+             "first, then checked while fetching)."),
     stale_after: str = typer.Option(
         "5m", "--stale-after",
         help="A job without samples this long before --until and no end is lost (kept)."),
@@ -79,11 +93,14 @@ def ingest_prometheus(
     """Read training jobs' traces from Prometheus into the store (finished jobs, idempotent)."""
     from ingest.prometheus import (
         PrometheusError,
-        ingest_prometheus,
+        fetch_jobs,
         parse_duration,
         parse_matcher,
         parse_time,
+        store_jobs,
     )
+    from ingest.prometheus.names import iso_time
+    from ingest.store import StoreError
 
     try:
         start, end = parse_time(since), parse_time(until)
@@ -93,24 +110,35 @@ def ingest_prometheus(
         fail(str(exc))
     if chunk_s <= 0:
         fail("--chunk must be positive")
+    if not end > start:
+        fail(f"--since {since} ({iso_time(start)}) is not before --until {until} "
+             f"({iso_time(end)})")
     names = metric_names(prefix, job_label, network_label, deployment_label)
     client = open_prometheus(url, timeout=timeout, retries=retries, bearer_token=bearer_token,
                              basic_auth=basic_auth, ca_file=ca_file, insecure=insecure)
-    st = open_store(store)
+    opener = open_store_later(store)
     try:
-        report = ingest_prometheus(st, client, start, end, matchers=matchers, names=names,
-                                   chunk=chunk_s, stale_after=stale_s)
+        with progress_bar("prometheus", disable=as_json) as advance:
+            fetched = fetch_jobs(
+                client, start, end, matchers=matchers, names=names, chunk=chunk_s,
+                stale_after=stale_s, max_chunks=max_chunks, max_points=max_points,
+                progress=lambda done, total: advance(done, total, "requests"))
     except PrometheusError as exc:
         fail(f"{exc} (nothing was written)")
     finally:
         client.close()
+    st = opener()
+    try:
+        report = store_jobs(st, fetched)
+    except StoreError as exc:
+        fail(f"{exc} (jobs written before it are kept; run the command again to add the rest)")
     rejected = [{"source": e.source, "reason": e.reason} for e in report.rejected]
     if as_json:
         emit_json({
             "added": report.added, "duplicates": report.duplicates,
             "skipped": report.skipped, "rejected": rejected,
             "read": {"series": report.series, "samples": report.samples,
-                     "requests": report.requests},
+                     "chunks": report.chunks, "requests": report.requests},
             "store": st.counts(),
         })
     else:
@@ -121,10 +149,9 @@ def ingest_prometheus(
             f"(read {report.series} series, {report.samples} samples in {report.requests} "
             "requests)")
         for item in report.skipped:
-            console.print(f"skipped {item['job_id']}: {item['reason']}", highlight=False)
+            note("skipped", f"{item['job_id']}: {item['reason']}")
         for item in rejected:
-            console.print(f"[red]rejected[/red] {item['source']}: {item['reason']}",
-                          highlight=False)
+            note("rejected", f"{item['source']}: {item['reason']}", "red")
     raise typer.Exit(1 if report.rejected else 0)
 
 
@@ -177,16 +204,15 @@ def eta(
         return
     label = f"job {result['job_id']} ({result['network']} on {result['deployment']})"
     if result["status"] == "finished":
-        console.print(f"{label} finished at {_when(result['finished_at'])} after "
-                      f"{_span(result['elapsed_seconds'])}", highlight=False)
+        note("", f"{label} finished at {_when(result['finished_at'])} after "
+                 f"{_span(result['elapsed_seconds'])}")
         return
     train = result["phases"]["train"]
-    console.print(
-        f"{label}: {train['fraction']:.0%} of {train['planned']:.0f} train steps done; "
-        f"expected finish {_when(result['finish_time'])} (in "
-        f"{_span(result['remaining_seconds'])}, 90% interval {_span(result['remaining_low'])}"
-        f" - {_span(result['remaining_high'])}); route {result['route']}"
-        + (f", model {result['model']}" if result.get("model") else ""),
-        highlight=False)
+    note("",
+         f"{label}: {train['fraction']:.0%} of {train['planned']:.0f} train steps done; "
+         f"expected finish {_when(result['finish_time'])} (in "
+         f"{_span(result['remaining_seconds'])}, 90% interval {_span(result['remaining_low'])}"
+         f" - {_span(result['remaining_high'])}); route {result['route']}"
+         + (f", model {result['model']}" if result.get("model") else ""))
     for warning in result["warnings"]:
-        console.print(f"[yellow]note[/yellow] {warning}", highlight=False)
+        note("note", warning)

@@ -77,6 +77,13 @@ def models_payload(models) -> list:
                 "deployment": m.deployment,
                 "phase": m.phase,
                 "stack": m.stack,
+                "variant": m.variant,
+                "system": m.system,
+                "basis": m.basis,
+                "systems": m.systems,
+                "thin": m.thin,
+                "evidence": m.evidence(),
+                "interval_source": e.interval_source_,
                 "form": e.form_,
                 "coefficients": dict(zip(e.terms_, map(float, e.coef_), strict=True)),
                 "cv_mape": e.cv_mape_,
@@ -104,7 +111,9 @@ def models_table(payload: list) -> Table:
             m["network"],
             m["deployment"],
             m["phase"],
-            m["stack"] or "-",
+            (m["stack"] or "-") + (f" [{m['variant']}]" if m.get("variant") else "")
+            + (f" @{m['system']}" if m.get("system") else "")
+            + (" (thin)" if m.get("thin") else ""),
             m["form"],
             str(m["runs"]),
             f"{cv} ({m['cv_kind']})",
@@ -127,6 +136,8 @@ def forecast_text(result: dict) -> str:
         f"90 % interval {result['low']:,.1f}–{result['high']:,.1f} s "
         f"[{result['route']}: {result['model']}]"
     )
+    if result.get("chosen"):
+        text += f"\nchosen: {result['chosen']}"
     if result.get("extrapolated"):
         text += "\n[yellow]warning:[/yellow] outside the fitted batch-size or iteration range"
     for warning in result.get("warnings", []):

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from fleet.quiet_tf import quiet_import
 from ingest.events import PHASES
 
 Clock = Callable[[], float]
@@ -198,7 +199,7 @@ class PhaseSink(Protocol):
 
 def keras_framework() -> str:
     """``"Keras <version> / <backend> <version>"`` of the running Keras."""
-    import keras
+    keras = quiet_import("keras")
 
     backend = keras.backend.backend()
     module = sys.modules.get(backend)
@@ -222,7 +223,7 @@ def lazy_attributes(module: str, factories: Mapping[str, Callable[[], Any]]
 
 
 def _make_callback_base() -> type:
-    import keras
+    keras = quiet_import("keras")
 
     class KerasPhaseCallback(keras.callbacks.Callback):
         """Keras hooks -> sink events. Subclasses pick the run and output policies.

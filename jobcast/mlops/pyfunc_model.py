@@ -5,8 +5,12 @@ Input: a table of jobs, the columns of ``jobcast predict --jobs``. ``network``, 
 null in a row that names a ``device``, ``iterations`` in a row that gives ``epochs`` and
 ``dataset_size``, ``phase`` defaults to ``train``); ``device``, ``optimizer``, ``epochs``,
 ``dataset_size``, ``image_size``, ``eval_every``, ``eval_size`` and ``stack`` are optional.
-Numbers other than ``batch_size`` are doubles in the signature so that they may be null
-(whole-number columns are checked per row). :func:`jobs_frame` builds such a table.
+Numbers other than ``batch_size`` may be null: :func:`jobs_frame` types them as doubles, and
+the MLflow signature declares them ``Any``, so that an integer column (``int64``
+``iterations``) is accepted as it is (MLflow refuses to convert int64 to a double column). Every
+row's numbers are then checked by ``JobRequest`` (a number, finite, whole where it must be, in
+range: ``jobcast.service.request.LIMITS``). Columns the signature does not know are dropped by
+MLflow with a warning; the REST server (``jobcast serve``) refuses them.
 
 Output: one row per job with ``seconds, low, high, unit, route, model, extrapolated, error``.
 ``route`` is ``end-to-end`` (the network x deployment has history), ``layerwise-calibrated``
@@ -36,9 +40,11 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import shutil
 import tempfile
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -46,6 +52,7 @@ from typing import Any
 import pandas as pd
 from mlflow.models import ModelSignature
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
+from mlflow.types.schema import AnyType
 
 import mlflow
 from jobcast.service.forecast import ForecastFailure, Outcome
@@ -84,10 +91,11 @@ OUTPUT_COLUMNS: dict[str, str] = {
     "extrapolated": "boolean",
     "interconnect": "string",
     "assumed": "string",
+    "chosen": "string",  # end-to-end: which model answered and why (models.choice)
     "error": "string",
 }
 # Null where they do not apply: errors, and interconnects of single-device forecasts.
-OPTIONAL_OUTPUTS = ("error", "interconnect", "assumed")
+OPTIONAL_OUTPUTS = ("error", "interconnect", "assumed", "chosen")
 ERROR_MODES = ("raise", "row")
 
 ARTIFACT_MODELS = "e2e_models"
@@ -95,10 +103,16 @@ ARTIFACT_CALIBRATION = "calibration"
 ARTIFACT_PREDICTOR = "layer_predictor"
 
 
+def _declared(kind: str) -> str | AnyType:
+    """The signature's type of a column typed ``kind``: a nullable number is ``Any`` (see the
+    module doc), checked per row by ``JobRequest``."""
+    return AnyType() if kind == "double" else kind
+
+
 def forecaster_signature() -> ModelSignature:
     """Input columns (required and optional), output columns and the ``errors`` parameter."""
-    inputs = [ColSpec(t, n) for n, t in REQUIRED_COLUMNS.items()]
-    inputs += [ColSpec(t, n, required=False) for n, t in OPTIONAL_COLUMNS.items()]
+    inputs = [ColSpec(_declared(t), n) for n, t in REQUIRED_COLUMNS.items()]
+    inputs += [ColSpec(_declared(t), n, required=False) for n, t in OPTIONAL_COLUMNS.items()]
     outputs = [ColSpec(t, n, required=n not in OPTIONAL_OUTPUTS)
                for n, t in OUTPUT_COLUMNS.items()]
     params = ParamSchema([ParamSpec("errors", "string", "raise")])
@@ -133,10 +147,23 @@ def request_from_row(row: dict) -> JobRequest:
     return JobRequest.from_mapping(row)
 
 
+def error_row(message: str) -> dict:
+    """The answer row of a job that cannot be forecast: only ``error`` is set."""
+    return {name: None for name in OUTPUT_COLUMNS} | {"error": message}
+
+
 def output_row(outcome: Outcome) -> dict:
-    """One answer row (the columns of :data:`OUTPUT_COLUMNS`)."""
+    """One answer row (the columns of :data:`OUTPUT_COLUMNS`); a forecast whose numbers are
+    not finite, or whose interval does not hold its point, is an error row, never an answer."""
     if not outcome.ok:
-        return {name: None for name in OUTPUT_COLUMNS} | {"error": str(outcome.error)}
+        return error_row(str(outcome.error))
+    numbers = (outcome.seconds, outcome.low, outcome.high)
+    if not all(math.isfinite(float(x)) for x in numbers) or not (
+            0 <= outcome.low <= outcome.seconds <= outcome.high):
+        return error_row(
+            f"cannot forecast this job: the answer {outcome.seconds:g} s "
+            f"[{outcome.low:g}, {outcome.high:g}] is not a finite interval around its point"
+        )
     return {
         "seconds": float(outcome.seconds),
         "low": float(outcome.low),
@@ -147,6 +174,7 @@ def output_row(outcome: Outcome) -> dict:
         "extrapolated": bool(outcome.extrapolated),
         "interconnect": outcome.details.get("interconnect"),
         "assumed": "; ".join(outcome.details.get("assumed", [])) or None,
+        "chosen": outcome.details.get("chosen"),
         "error": None,
     }
 
@@ -235,24 +263,40 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
                 f"params.errors must be one of {', '.join(ERROR_MODES)}, got {mode!r}"
             )
         frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
-        rows = []
+        requests: list[JobRequest | ValueError] = []
         for record in frame.to_dict(orient="records"):
             try:
-                req = request_from_row(record)
+                requests.append(request_from_row(record))
             except ValueError as exc:
-                rows.append(output_row({"error": str(exc)}))
-                continue
-            rows.append(output_row(self.forecast(req)))
+                requests.append(exc)
+        rows = self.forecast_rows(requests)
         bad = [(i, r["error"]) for i, r in enumerate(rows) if r["error"] is not None]
         if bad and mode == "raise":
-            listed = "; ".join(f"row {i}: {msg.rstrip('.')}" for i, msg in bad[:20])
-            more = f"; and {len(bad) - 20} more" if len(bad) > 20 else ""
             raise mlflow.exceptions.MlflowException.invalid_parameter_value(
-                f"{len(bad)} of {len(rows)} job(s) cannot be forecast (rows count from 0): "
-                f'{listed}{more}. Send params {{"errors": "row"}} to get a per-row '
-                "'error' column instead."
-            )
+                refusal_message(bad, len(rows)))
         return output_frame(rows)
+
+    def forecast_rows(self, requests: Sequence[JobRequest | Exception],
+                      stop: Callable[[int], None] | None = None) -> list[dict]:
+        """Answer rows for parsed requests (an exception stands for a row that did not
+        parse). ``stop(i)`` runs before row ``i`` and may raise to abandon the rest: the
+        server's deadline and shutdown, checked between rows."""
+        rows = []
+        for i, req in enumerate(requests):
+            if stop is not None:
+                stop(i)
+            rows.append(error_row(str(req)) if isinstance(req, Exception)
+                        else output_row(self.forecast(req)))
+        return rows
+
+
+def refusal_message(bad: list[tuple[int, str]], total: int) -> str:
+    """Why a table was refused: the first 20 bad rows (from 0) and their reasons."""
+    listed = "; ".join(f"row {i}: {msg.rstrip('.')}" for i, msg in bad[:20])
+    more = f"; and {len(bad) - 20} more" if len(bad) > 20 else ""
+    return (f"{len(bad)} of {total} job(s) cannot be forecast (rows count from 0): "
+            f'{listed}{more}. Send params {{"errors": "row"}} to get a per-row '
+            "'error' column instead.")
 
 
 def output_frame(rows: list[dict]) -> pd.DataFrame:

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from jobcast.mlops.pyfunc_model import directory_fingerprint, log_forecaster
+from jobcast.mlops.serving import model_uri_of
 from jobcast.mlops.tracking import data_fingerprint, redact_url, resolve_tracking_uri, tracking
 from jobcast.service.calibration import fit_calibration
 from layerwise.shipped import load_predictor
@@ -215,9 +216,9 @@ def resolve_model_uri(name: str, alias: str | None, version: str | None,
     try:
         if version:
             client.get_model_version(name, str(version))
-            return f"models:/{name}/{version}"
-        client.get_model_version_by_alias(name, alias or DEFAULT_ALIAS)
-        return f"models:/{name}@{alias or DEFAULT_ALIAS}"
+        else:
+            client.get_model_version_by_alias(name, alias or DEFAULT_ALIAS)
+        return model_uri_of(name, alias or DEFAULT_ALIAS, version)
     except MlflowException as exc:
         what = f"version {version}" if version else f"alias {alias or DEFAULT_ALIAS!r}"
         raise RegistryError(

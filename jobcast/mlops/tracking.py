@@ -34,7 +34,8 @@ from models.evaluation import held_out_predictions
 FIT_EXPERIMENT = "jobcast-fit"
 LAYERWISE_EXPERIMENT = "jobcast-layerwise"
 ARTIFACTS_DIR = "mlartifacts"
-_URI_VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_RUN_ID")
+_URI_VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_RUN_ID",
+                  "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT")
 
 
 def store_folder(store_url: str | None) -> Path:
@@ -89,6 +90,8 @@ def tracking(tracking_uri: str, experiment: str) -> Iterator[str]:
                 getattr(registry_utils, "_registry_uri", None))
     previous_env = {k: os.environ.get(k) for k in _URI_VARIABLES}
     try:
+        # a tracking server makes MLflow print run URLs on stdout, where `--json` goes
+        os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
         mlflow.set_tracking_uri(tracking_uri)
         mlflow.set_registry_uri(tracking_uri)
         client = mlflow.MlflowClient(tracking_uri)

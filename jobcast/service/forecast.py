@@ -24,6 +24,7 @@ class Route(StrEnum):
     END_TO_END = "end-to-end"  # phase models fitted on this job's own history
     LAYERWISE = "layerwise"  # per-layer predictions summed over the network
     LAYERWISE_CALIBRATED = "layerwise-calibrated"  # layerwise, scaled by observed runs
+    HYBRID = "hybrid"  # layerwise shape versus batch size, scaled by the key's history
     PACE = "pace"  # a live job's remaining steps at the pace it shows (ETA only)
 
 

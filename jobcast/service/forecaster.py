@@ -10,6 +10,10 @@ Routing rules (the CLI and the served model decide the same way, here):
    layerwise forecast calibrated on that network's own runs on the same hardware (the
    layerwise model knows how time scales with the batch, the runs know the level; measured
    in docs/mlflow.md).
+4. Before that exception: an end-to-end answer from history without the request's batch size
+   (at most two distinct batch sizes, or the batch outside them) gives way to the hybrid
+   route (:mod:`jobcast.service.hybrid`: the layerwise shape versus batch, scaled by that
+   history; docs/batch-hybrid.md) wherever the layerwise route can price the network.
 
 Every request gets an :class:`Outcome`: a :class:`Forecast`, or a :class:`ForecastFailure`
 that says why no route could answer.
@@ -21,6 +25,7 @@ from typing import Any
 
 from ingest.store import Store
 from jobcast.service.forecast import Forecast, ForecastFailure, Outcome
+from jobcast.service.hybrid import HybridRoute
 from jobcast.service.request import JobRequest, JobRequestError
 from jobcast.service.routes import CalibratedRoute, EndToEndRoute, LayerwiseRoute, RouteMiss
 from models.calibration import ScaleCalibrator
@@ -52,6 +57,7 @@ class Forecaster:
         self.calibration = calibration
         self._models = models
         self._end_to_end: EndToEndRoute | None = None
+        self._hybrid: HybridRoute | None = None
         self.layerwise = CalibratedRoute(LayerwiseRoute(layer_predictor), calibration)
 
     @property
@@ -66,6 +72,12 @@ class Forecaster:
             self._end_to_end = EndToEndRoute(self.models)
         return self._end_to_end
 
+    @property
+    def hybrid(self) -> HybridRoute:
+        if self._hybrid is None:
+            self._hybrid = HybridRoute(self.layerwise.layerwise, self.end_to_end, self.store)
+        return self._hybrid
+
     def forecast(self, req: JobRequest) -> Outcome:
         """A :class:`Forecast`, or a :class:`ForecastFailure` with the reason."""
         try:
@@ -76,6 +88,9 @@ class Forecaster:
                 except RouteMiss as exc:
                     miss = str(exc)
                 else:
+                    hybrid = self.hybrid.answer(req, result)
+                    if hybrid is not None:
+                        return hybrid
                     if self._few_runs_off_batch(req, result):
                         return self._own_runs_layerwise(req) or result
                     return result

@@ -8,15 +8,34 @@ Rules (:data:`FIELDS` is the only list of columns):
   ``optimizer`` to ``sgd``, ``precision`` to ``fp32`` (also tf32, fp16, bf16: mixed precision
   on tensor cores), ``framework`` to ``tensorflow`` (or ``pytorch``: eager PyTorch's per-op
   costs), ``image_size`` to the network's own (224 for most, 299 for Inception).
+* End-to-end variant: a *stated* ``precision`` and ``tags`` (``"compiler=xla,data=real"``) pick
+  only history of that variant; an unstated precision (the fp32 default,
+  :data:`DEFAULT_PRECISION`) lets it take the history's own. ``system`` asks for that system's
+  own history (``models.choice``).
 * Text is stripped; an empty cell, ``None`` or NaN means "not given".
 * Whole-number fields accept ``64`` and ``64.0``, not ``64.5``; every number must be finite.
 * An error names the field and, where the caller says it (``where``), the file and line.
+  :class:`JobRequestError` carries them as ``field`` and ``row`` (a table's row from 0).
+* Ranges (:data:`LIMITS`, shared with what ingest stores where the two meet): ``batch_size``
+  1 .. 1e7, ``iterations`` 1 .. 1e9, ``epochs`` and ``eval_every`` in (0, 1e6],
+  ``dataset_size`` and ``eval_size`` 1 .. 1e10, ``image_size`` 8 .. 8192; the iterations a job
+  implies (``epochs x dataset_size / batch_size``) at most 1e9. A batch size past the bound is
+  an error, not an extrapolation: no fitted model says anything about it. ``validate`` checks
+  the same ranges on requests built in code, where 0 iterations is allowed (a job with nothing
+  left to run: ``eta`` asks it).
+* Text is at most :data:`MAX_TEXT_CHARS` characters without control characters; a boolean is
+  not a number. A table row with a column not in :data:`FIELDS` is refused, naming it, where
+  the caller asks for it (``strict``: served tables); a CSV header is always checked.
+* A CSV must be UTF-8 (a byte-order mark is allowed): an undecodable byte is an error naming
+  the file and line.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import numbers
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -25,6 +44,8 @@ from typing import Any, Literal
 from fleet.framework import parse_framework
 from fleet.precision import parse_precision
 from ingest.events import PHASES
+from ingest.validate import MAX_BATCH_SIZE, MAX_ITERATIONS
+from models.variant import parse_tags
 
 Kind = Literal["text", "whole", "number"]
 
@@ -40,6 +61,14 @@ class Field:
     default: Any = None
 
 
+class UnstatedDefault(str):
+    """A default the request did not state: equal to its text (``"fp32"``), but
+    :meth:`JobRequest.states_precision` tells it from a stated one (the end-to-end route
+    then takes the history's precision instead of insisting on fp32)."""
+
+
+DEFAULT_PRECISION = UnstatedDefault("fp32")
+
 FIELDS: tuple[Field, ...] = (
     Field("network", "text", core=True, needed=True),
     Field("deployment", "text", core=True),
@@ -51,19 +80,66 @@ FIELDS: tuple[Field, ...] = (
     Field("epochs", "number"),
     Field("dataset_size", "whole"),
     Field("image_size", "whole"),
-    Field("precision", "text", default="fp32"),
+    Field("precision", "text", default=DEFAULT_PRECISION),
     Field("framework", "text", default="tensorflow"),
     Field("eval_every", "number"),
     Field("eval_size", "whole"),
     Field("stack", "text"),
+    Field("system", "text"),  # end-to-end: this system's own history (meta["system"])
+    Field("tags", "text"),  # end-to-end variant beyond precision: "compiler=xla,data=real"
 )
+
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
 CORE_COLUMNS: tuple[str, ...] = tuple(f.name for f in FIELDS if f.core)
 OPTIONAL_COLUMNS: tuple[str, ...] = tuple(f.name for f in FIELDS if not f.core)
 
 
+@dataclass(frozen=True)
+class Limit:
+    """The allowed range of a number field: ``low`` (exclusive when ``open_low``) .. ``high``."""
+
+    low: float
+    high: float
+    open_low: bool = False
+
+    def allows(self, number: float) -> bool:
+        above = number > self.low if self.open_low else number >= self.low
+        return above and number <= self.high
+
+    def describe(self) -> str:
+        low = f"more than {self.low:g}" if self.open_low else f"{self.low:g}"
+        return f"{low} .. {self.high:g}"
+
+
+MAX_DATASET_SIZE = 1e10  # samples per epoch or per evaluation pass
+MAX_EPOCHS = 1e6
+MAX_TEXT_CHARS = 4096  # a network may be a file path on the command line
+LIMITS: dict[str, Limit] = {
+    "batch_size": Limit(1, MAX_BATCH_SIZE),
+    "iterations": Limit(1, MAX_ITERATIONS),
+    "epochs": Limit(0, MAX_EPOCHS, open_low=True),
+    "dataset_size": Limit(1, MAX_DATASET_SIZE),
+    "eval_every": Limit(0, MAX_EPOCHS, open_low=True),
+    "eval_size": Limit(1, MAX_DATASET_SIZE),
+    "image_size": Limit(8, 8192),
+}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NOT_A_NAME = re.compile(r"[/\\{}]")  # a path or JSON text, not a network's name
+_FILE_SUFFIXES = (".json", ".keras", ".h5")
+
+
 class JobRequestError(ValueError):
-    """A job request that cannot be forecast as written."""
+    """A job request that cannot be forecast as written; ``field`` names the column at fault
+    and ``row`` the table row (from 0) where known."""
+
+    def __init__(self, message: str, *, field: str | None = None, row: int | None = None):
+        super().__init__(message)
+        self.field = field
+        self.row = row
+
+    def as_dict(self) -> dict:
+        """``{"error", "row", "field"}``: the body of a refused served request."""
+        return {"error": str(self), "row": self.row, "field": self.field}
 
 
 @dataclass(frozen=True)
@@ -83,46 +159,122 @@ class JobRequest:
     device: str | None = None
     optimizer: str = "sgd"
     image_size: int | None = None
-    precision: str = "fp32"
+    precision: str = DEFAULT_PRECISION
     framework: str = "tensorflow"
+    system: str | None = None
+    tags: str | None = None
+
+    def states_precision(self) -> bool:
+        """Whether the precision was given (not the unstated fp32 default)."""
+        return not isinstance(self.precision, UnstatedDefault)
 
     def describe(self) -> dict:
-        """The fields that are set, for echoing a request back."""
+        """The fields that are set, for echoing a request back (an unstated default precision
+        is not: a table made from it reads back unstated)."""
         return {
-            f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None
+            f.name: getattr(self, f.name) for f in fields(self)
+            if getattr(self, f.name) is not None
+            and not isinstance(getattr(self, f.name), UnstatedDefault)
         }
 
     def validate(self) -> None:
         """Raise :class:`JobRequestError` for a request no route can answer."""
         if not self.network or not str(self.network).strip():
-            raise JobRequestError("network is missing")
-        if self.batch_size is None or self.batch_size <= 0:
-            raise JobRequestError(f"batch_size must be a positive integer, got {self.batch_size}")
+            raise JobRequestError("network is missing", field="network")
+        if self.batch_size is None:
+            raise JobRequestError("batch_size is missing", field="batch_size")
         if self.phase not in PHASES:
-            raise JobRequestError(f"phase must be train or test, got {self.phase!r}")
-        if self.iterations is not None and self.iterations < 0:
-            raise JobRequestError(f"iterations must be >= 0, got {self.iterations}")
-        if self.epochs is not None and self.epochs < 0:
-            raise JobRequestError(f"epochs must be >= 0, got {self.epochs}")
-        if self.image_size is not None and self.image_size < 8:
-            raise JobRequestError(f"image_size must be >= 8, got {self.image_size}")
+            raise JobRequestError(f"phase must be train or test, got {self.phase!r}",
+                                  field="phase")
+        for name in LIMITS:
+            value = getattr(self, name, None)
+            if value is None or (name == "iterations" and value == 0):
+                continue  # zero steps: a job with nothing left to run (ETA asks it)
+            _check_limit(name, value, None)
+        _check_implied_iterations(self, None)
+        for name in ("precision", "framework"):
+            try:
+                (parse_precision if name == "precision" else parse_framework)(getattr(self, name))
+            except ValueError as exc:
+                raise JobRequestError(str(exc), field=name) from None
         try:
-            parse_precision(self.precision)
-            parse_framework(self.framework)
+            parse_tags(self.tags)
         except ValueError as exc:
-            raise JobRequestError(str(exc)) from None
+            raise JobRequestError(f"tags: {exc}", field="tags") from None
 
     @classmethod
-    def from_mapping(cls, row: Mapping[str, Any], where: str | None = None) -> JobRequest:
-        """A request from a CSV row, a table row or CLI flags (see the module rules)."""
+    def from_mapping(cls, row: Mapping[str, Any], where: str | None = None,
+                     strict: bool = False) -> JobRequest:
+        """A request from a CSV row, a table row or CLI flags (see the module rules);
+        ``strict``: a key that is not a column of :data:`FIELDS` is an error."""
+        if strict:
+            unknown = [str(k) for k in row if k not in FIELD_BY_NAME]
+            if unknown:
+                shown = ", ".join(repr(k[:64]) for k in unknown[:10])
+                more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+                raise JobRequestError(
+                    _at(where, f"unknown column(s) {shown}{more}; known: "
+                               f"{', '.join(FIELD_BY_NAME)}"), field=unknown[0][:64])
         values = {f.name: _field_value(f, row.get(f.name), where) for f in FIELDS}
         values["network"] = values["network"] or ""  # validate() names it per job
         values["phase"] = str(values["phase"]).lower()
         return cls(**values)
 
 
+def requests_from_rows(rows: list[Mapping[str, Any]]) -> list[JobRequest | JobRequestError]:
+    """Each row of a served table as a checked request, or its error with ``row`` (from 0)
+    and ``field`` set; unknown columns are errors (``strict``), and ``network`` must be a
+    name: a served row never makes the server read a file or a JSON spec."""
+    out: list[JobRequest | JobRequestError] = []
+    for i, row in enumerate(rows):
+        try:
+            if not isinstance(row, Mapping):
+                raise JobRequestError(
+                    f"a row must be an object of columns, got {type(row).__name__}")
+            req = JobRequest.from_mapping(row, strict=True)
+            if _NOT_A_NAME.search(req.network) or req.network.lower().endswith(_FILE_SUFFIXES):
+                raise JobRequestError(
+                    f"network must be a network's name here, got {_short(req.network)} (files "
+                    "and JSON specs are read by `jobcast predict` only)", field="network")
+            req.validate()
+            out.append(req)
+        except JobRequestError as exc:
+            exc.row = i
+            out.append(exc)
+    return out
+
+
 def _at(where: str | None, message: str) -> str:
     return f"{where}: {message}" if where else message
+
+
+def _limit_message(name: str, limit: Limit, value: Any) -> str:
+    if limit.low == 1 and not limit.open_low:
+        want = f"a positive integer at most {limit.high:g}"
+    elif limit.open_low and limit.low == 0:
+        want = f"positive and at most {limit.high:g}"
+    else:
+        want = f"in {limit.describe()}"
+    whole = float(value).is_integer() and abs(value) < 1e15
+    shown = str(int(value)) if whole else f"{float(value):g}"
+    return f"{name} must be {want}, got {shown}"
+
+
+def _check_limit(name: str, number: float, where: str | None) -> None:
+    limit = LIMITS.get(name)
+    if limit is not None and not limit.allows(number):
+        raise JobRequestError(_at(where, _limit_message(name, limit, number)), field=name)
+
+
+def _check_implied_iterations(req: JobRequest, where: str | None) -> None:
+    """The steps of an epochs-based job (epochs x dataset_size / batch_size) stay in range."""
+    if req.epochs is None or req.dataset_size is None or not req.batch_size:
+        return
+    steps = req.epochs * req.dataset_size / req.batch_size
+    if steps > MAX_ITERATIONS:
+        raise JobRequestError(_at(where, (
+            f"epochs x dataset_size / batch_size = {steps:.3g} iterations, more than "
+            f"{MAX_ITERATIONS:g}")), field="epochs")
 
 
 def _is_missing(value: Any) -> bool:
@@ -141,19 +293,45 @@ def _is_missing(value: Any) -> bool:
 def _field_value(spec: Field, value: Any, where: str | None) -> Any:
     if _is_missing(value):
         return spec.default
+    name = spec.name
     if spec.kind == "text":
-        return str(value).strip()
+        if not isinstance(value, str | numbers.Real) or isinstance(value, bool):
+            raise JobRequestError(_at(where, f"{name} must be text, got {_short(value)}"),
+                                  field=name)
+        text = str(value).strip()
+        if len(text) > MAX_TEXT_CHARS:
+            raise JobRequestError(_at(where, f"{name} is {len(text)} characters long (at most "
+                                             f"{MAX_TEXT_CHARS})"), field=name)
+        if _CONTROL.search(text):
+            raise JobRequestError(_at(where, f"{name} {_short(text)} holds control characters"),
+                                  field=name)
+        return text
+    if isinstance(value, bool):
+        raise JobRequestError(_at(where, f"{name} must be a number, got {value!r}"), field=name)
     try:
         number = float(value)
+    except OverflowError:  # an integer too large for a float
+        raise JobRequestError(_at(where, f"{name} must be finite, got {_short(value)}"),
+                              field=name) from None
     except (TypeError, ValueError):
-        raise JobRequestError(_at(where, f"{spec.name} must be a number, got {value!r}")) from None
+        raise JobRequestError(_at(where, f"{name} must be a number, got {_short(value)}"),
+                              field=name) from None
     if not math.isfinite(number):
-        raise JobRequestError(_at(where, f"{spec.name} must be finite, got {value!r}"))
-    if spec.kind == "whole":
-        if number != int(number):
-            raise JobRequestError(_at(where, f"{spec.name} must be a whole number, got {value!r}"))
-        return int(number)
-    return number
+        raise JobRequestError(_at(where, f"{name} must be finite, got {_short(value)}"),
+                              field=name)
+    if spec.kind == "whole" and not number.is_integer():
+        raise JobRequestError(_at(where, f"{name} must be a whole number, got {_short(value)}"),
+                              field=name)
+    _check_limit(name, number, where)
+    return int(number) if spec.kind == "whole" else number
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """``repr`` cut to ``limit`` characters (a 5,000-digit number is not echoed whole)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def read_jobs_csv(path: str | Path) -> list[JobRequest]:
@@ -169,11 +347,28 @@ def read_jobs_rows(path: str | Path) -> list[JobRequest | JobRequestError]:
     """Like :func:`read_jobs_csv`, but a row with a bad value becomes its error (the file's
     header problems still raise): one bad row never stops the others."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise JobRequestError(f"cannot read {path}: {reason}") from None
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise JobRequestError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise JobRequestError(
+            f"{path}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x} at column {column}); "
+            "save the file as UTF-8"
+        ) from None
     reader = csv.DictReader(text.splitlines())
+    try:
+        return _csv_requests(path, reader)
+    except csv.Error as exc:
+        raise JobRequestError(
+            f"{path}:{reader.line_num + 1}: not a readable CSV row ({exc})") from None
+
+
+def _csv_requests(path: str | Path, reader: csv.DictReader) -> list[JobRequest | JobRequestError]:
+    """The rows of an open CSV (see :func:`read_jobs_rows`)."""
     header = [h.strip() for h in (reader.fieldnames or [])]
     missing = [f.name for f in FIELDS if f.needed and f.name not in header]
     if missing:
@@ -184,10 +379,14 @@ def read_jobs_rows(path: str | Path) -> list[JobRequest | JobRequestError]:
     if unknown:
         raise JobRequestError(f"{path}:1: unknown column(s) {', '.join(unknown)}")
     requests: list[JobRequest | JobRequestError] = []
-    for line, raw in enumerate(reader, start=2):
-        row = {k.strip(): v for k, v in raw.items() if k}
+    for raw in reader:
+        where = f"{path}:{reader.line_num}"
         try:
-            requests.append(JobRequest.from_mapping(row, where=f"{path}:{line}"))
+            if raw.get(None):  # type: ignore[call-overload]
+                raise JobRequestError(f"{where}: {len(raw[None])} value(s) more than the "  # type: ignore[index]
+                                      f"{len(header)} columns of the header")
+            row = {k.strip(): v for k, v in raw.items() if k}
+            requests.append(JobRequest.from_mapping(row, where=where))
         except JobRequestError as exc:
             requests.append(exc)
     if not requests:

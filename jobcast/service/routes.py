@@ -5,11 +5,16 @@ A route's ``forecast(req)`` returns a :class:`Forecast` or raises :class:`RouteM
 next route then. A new route is one class with ``name`` and ``forecast``.
 
 * :class:`EndToEndRoute`: the phase models fitted on the job's own history (network x
-  deployment x phase x stack); a job plan (epochs, evaluations) sums its phases.
+  deployment x phase x stack x variant x system); a job plan (epochs, evaluations) sums its
+  phases. The request's precision and tags pick the variant (never a model of another
+  precision), its system that system's own model (``models.choice``); the answer says
+  which model and why (``chosen``), with its ``evidence``.
 * :class:`LayerwiseRoute`: per-layer predictions summed over the network for one device;
   a deployment of N devices splits the global batch N ways (communication not modelled).
 * :class:`CalibratedRoute`: the layerwise forecast scaled by what observed runs of the
   network (else of other networks) on the same hardware showed (``models.calibration``).
+* :class:`jobcast.service.hybrid.HybridRoute`: the layerwise shape of time versus batch size,
+  scaled by the key's end-to-end history (where that history lacks the batch size).
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ from jobcast.service.other_counts import scale_to_count
 from jobcast.service.request import JobRequest, JobRequestError
 from layerwise.forecast import forecast_network
 from models.calibration import ScaleCalibrator, network_key
-from models.e2e import FittedModel, NoModelError, choose, forecast
+from models.choice import narrow
+from models.e2e import FittedModel, NoModelError, forecast, select
 from models.job import JobPlan, forecast_job
 from models.scaling import allreduce_ms, shipped_scaling
+from models.variant import compatible, request_variant
 
 LAYERWISE_MODEL = "layerwise/default"
 _CORE = ("seconds", "low", "high", "unit", "route", "model", "extrapolated")
@@ -79,7 +86,15 @@ class EndToEndRoute:
         )
 
     def _predict(self, req: JobRequest, deployment: str) -> dict:
+        asked = request_variant(req.precision if req.states_precision() else None, req.tags)
         if req.epochs is not None and req.iterations is None:
+            train_iters = None
+            if req.dataset_size is not None:
+                train_iters = req.epochs * math.ceil(req.dataset_size / req.batch_size)
+            choice = select(self.models, req.network, deployment, "train", req.stack,
+                            train_iters, req.batch_size, asked, req.system)
+            same = [m for m in self.models if m.variant == choice.model.variant
+                    and m.system == choice.model.system]
             plan = JobPlan(
                 network=req.network,
                 deployment=deployment,
@@ -88,22 +103,25 @@ class EndToEndRoute:
                 dataset_size=req.dataset_size,
                 eval_every=req.eval_every,
                 eval_size=req.eval_size,
-                stack=req.stack,
+                stack=req.stack or choice.model.stack,
             )
-            return forecast_job(self.models, plan)
+            return {**forecast_job(same, plan), "chosen": choice.reason,
+                    "evidence": choice.model.evidence(), "thin": choice.model.thin}
         if req.iterations is None:
             raise JobRequestError("give iterations, or epochs with dataset_size")
         try:
-            model = choose(
-                self.models, req.network, deployment, req.phase, req.stack, req.iterations,
-                req.batch_size,
-            )
+            choice = select(self.models, req.network, deployment, req.phase, req.stack,
+                            req.iterations, req.batch_size, asked, req.system)
         except NoModelError:
-            scaled = scale_to_count(self.models, req, deployment)
+            scaled = scale_to_count(self._usable(asked, req.system), req, deployment)
             if scaled is None:
                 raise
             return scaled
-        return forecast(model, req.iterations, req.batch_size)
+        return forecast(choice.model, req.iterations, req.batch_size, choice.reason)
+
+    def _usable(self, asked: dict, system: str | None) -> list[FittedModel]:
+        """The models of the asked variant (precision and tags) that serve ``system``."""
+        return narrow([m for m in self.models if compatible(m.variant, asked)], system)
 
     def model_of(self, forecast_: Forecast) -> FittedModel | None:
         return next((m for m in self.models if m.model_id == forecast_.model), None)

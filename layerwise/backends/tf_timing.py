@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fleet.quiet_tf import quiet_import
 from layerwise.backends.base import Backend, TimingPlan, adapt_runs, check_precision, summarise
 from layerwise.kinds import get_kind as get_layer
 
@@ -94,8 +95,8 @@ def time_config(row: dict, device: str = "cpu", plan: TimingPlan | None = None) 
     Raises for invalid configurations (``InvalidLayerConfig``) and TensorFlow errors (OOM…);
     the campaign turns those into failed rows.
     """
-    import keras
-    import tensorflow as tf
+    keras = quiet_import("keras")
+    tf = quiet_import("tensorflow")
 
     from layerwise.hardware import tf_device_string
 

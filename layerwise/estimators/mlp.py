@@ -12,13 +12,13 @@ and prediction runs in numpy, so a saved model loads and predicts without Tensor
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
+from fleet.quiet_tf import quiet_import
 from layerwise.estimators.base import OFFSET, Estimator, check_fitted
 
 
@@ -63,7 +63,7 @@ class MlpEstimator(Estimator):
 
     # ---------------------------------------------------------------- keras model
     def _build(self, n_inputs: int) -> Any:
-        import keras
+        keras = quiet_import("keras")
         from keras import layers, regularizers
 
         reg = regularizers.l2(self.l2) if self.l2 > 0 else None
@@ -86,11 +86,10 @@ class MlpEstimator(Estimator):
         return keras.Model(inputs, out)
 
     def fit(self, X: pd.DataFrame, y_log: np.ndarray, gpu: np.ndarray) -> MlpEstimator:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import keras
+        keras = quiet_import("keras")
 
         if self.threads:
-            import tensorflow as tf
+            tf = quiet_import("tensorflow")
 
             try:
                 tf.config.threading.set_intra_op_parallelism_threads(self.threads)

@@ -10,6 +10,8 @@ shapes, mapping config, parameters), its image size and totals. It is regenerate
   to the canonical name, which is the file name;
 * a canonical name is a ``keras.applications`` model (built with ``weights=None`` at its
   default image size) or a tf_cnn_benchmarks network built by :mod:`layerwise.zoo.tf_cnn`;
+  a Caffe network decomposed by hand from its prototxt (:mod:`layerwise.zoo.caffe`:
+  ``caffenet128``) is shipped too but has no Keras build, so it is not in ``CATALOG``;
 * ``known_networks()`` lists the names shipped in ``data/``; ``CATALOG`` lists how every name
   is built (also the ones the build skipped);
 * importing this package or loading a spec imports neither TensorFlow nor Keras.

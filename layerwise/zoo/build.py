@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from fleet.quiet_tf import quiet_import
 from layerwise import network, zoo
 from layerwise.kinds.base import NetLayer
 
@@ -111,7 +112,7 @@ def build_spec(name: str) -> tuple[dict[str, Any], Any]:
     if canonical is None:
         raise KeyError(f"{name!r} is not in the zoo catalogue; known: {', '.join(zoo.CATALOG)}")
     entry = zoo.CATALOG[canonical]
-    import keras
+    keras = quiet_import("keras")
 
     keras.backend.clear_session()  # fresh automatic names ("input_layer", not "input_layer_6")
     model = network.build_application(canonical, entry.image_size)

@@ -20,7 +20,9 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import keras
+from fleet.quiet_tf import quiet_import
+
+keras = quiet_import("keras")
 
 CLASSES = 1001
 

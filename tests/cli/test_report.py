@@ -56,22 +56,26 @@ def test_report_is_self_contained_and_renders(store_url, tmp_path):
     result = CliRunner().invoke(app, ["report", "--store", store_url, "--out", str(out)])
     assert result.exit_code == 0, result.output
     page = (out / "report.html").read_text()
-    assert "data:image/png;base64," in page  # the plot is embedded
+    figures = page.count('<img class="fig"')
+    assert figures >= 6 and page.count("data:image/png;base64,") == figures
     assert 'src="http' not in page and 'href="http' not in page  # nothing fetched
-    assert "resnet50" in page and "CV MAPE" in page and "Extrapolation" in page
+    for heading in ("The data", "Ingest: rejected and repaired", "Coverage", "End-to-end models",
+                    "Forecasts for common jobs", "Which model serves each key",
+                    "Layerwise calibration", "Warnings (grouped)"):
+        assert f"<h2>{heading}</h2>" in page
+    assert "resnet50" in page and "<th>network</th>\n    </tr>" not in page  # no stray row
+    browser = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'ud'}"]
+    dom = subprocess.run(
+        [*browser, "--virtual-time-budget=10000", "--dump-dom", (out / "report.html").as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+    # The browser decoded every figure (the page counts them after load).
+    assert f'data-figures-loaded="{figures}"' in dom
     shot = tmp_path / "shot.png"
     subprocess.run(
-        [
-            chromium(),
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={tmp_path / 'ud'}",
-            "--window-size=1200,1600",
-            f"--screenshot={shot}",
-            (out / "report.html").as_uri(),
-        ],
-        capture_output=True,
-        timeout=120,
-        check=True,
+        [*browser, "--window-size=1200,1600", f"--screenshot={shot}",
+         (out / "report.html").as_uri()],
+        capture_output=True, timeout=120, check=True,
     )
     from PIL import Image
 
@@ -79,6 +83,15 @@ def test_report_is_self_contained_and_renders(store_url, tmp_path):
     assert image.size == (1200, 1600)
     # A rendered page has text and a plot: many distinct grey levels, not a blank canvas.
     assert len(image.histogram()) == 256 and sum(1 for n in image.histogram() if n) > 50
+
+
+def test_report_groups_repeated_warnings():
+    from jobcast.cli.report import _grouped
+
+    items = [(f"e2e/m{i}", f"one batch size ({100 + i}): other batch sizes are extrapolated")
+             for i in range(24)] + [("x", "cross-validated error 12.5 % is high")]
+    text = _grouped(items)
+    assert text.count("<details>") == 2 and "24 ×" in text and "1 ×" in text
 
 
 def test_compare_ranks_by_time_and_cost(store_url, tmp_path):

@@ -261,7 +261,7 @@ def test_v07_epochs_evals_times_and_system() -> None:
     assert run.deployment.key == "nvidia-a100-sxm4-40gb-x8"  # "(400W)" note dropped
     assert run.framework == "MXNet NVIDIA Release 20.06"
     assert run.meta["mlperf_version"] == "v0.7"
-    assert run.meta["system"] == "dgxa100_ngc20.06_mxnet"
+    assert run.meta["system"] == "NVIDIA/dgxa100_ngc20.06_mxnet"  # submitter/system
     assert run.first_line == next(n for n, ln in enumerate(lines, 1) if ln.startswith(":::"))
     assert run.last_line == _raw(lines, "run_stop")[0][0]
     _check_points(run)
@@ -493,7 +493,7 @@ def test_layout_missing_system_file_still_parses(tmp_path: Path) -> None:
     assert ctx.system is None and ctx.folder_network == "resnet"
     run = mlperf.parse(_lines(log), ctx)[0]
     assert run.deployment is None and run.framework is None
-    assert run.network == "resnet50" and run.meta["system"] == "box"
+    assert run.network == "resnet50" and run.meta["system"] == "Org/box"
 
 
 def test_system_descriptions_with_quirks() -> None:

@@ -145,7 +145,8 @@ def test_layerwise_rows_as_dataframe_records(server):
          "phase": "train", "device": "V100"},
         {"network": "vgg16", "deployment": deployment, "batch_size": 256, "iterations": 100,
          "phase": "train"},
-        # One A100 run at one batch size: other batch sizes go layerwise, calibrated on it.
+        # One A100 run at one batch size: other batch sizes go to the hybrid route (the
+        # layerwise shape of time versus batch, scaled by that run).
         {"network": "resnet50", "deployment": one_run.deployment, "batch_size": seen_batch // 2,
          "iterations": 1000, "phase": "train"},
         {"network": "resnet50", "deployment": one_run.deployment, "batch_size": seen_batch,
@@ -157,12 +158,12 @@ def test_layerwise_rows_as_dataframe_records(server):
     assert plain["route"] == "layerwise" and plain["model"].startswith("layerwise/")
     assert calibrated["route"] == "layerwise-calibrated"
     assert "+calibration/hardware/" in calibrated["model"]
-    assert own_runs["route"] == "layerwise-calibrated"
-    assert "+calibration/network-hardware/" in own_runs["model"]
+    assert own_runs["route"] == "hybrid"
+    assert own_runs["model"].startswith(one_run.model_id + "+layerwise/")
     assert history["route"] == "end-to-end" and history["model"] == one_run.model_id
     for pred in (plain, calibrated, own_runs, history):
         assert pred["error"] is None and 0 < pred["low"] <= pred["seconds"] <= pred["high"]
-    # Calibrated on that run (its level), scaled by the layerwise model to half the batch.
+    # Scaled by that run (its level), shaped by the layerwise model to half the batch.
     assert own_runs["seconds"] < history["seconds"]
 
 

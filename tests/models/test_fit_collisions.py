@@ -91,12 +91,13 @@ def store_with_bad_keys(tmp_path) -> Store:
 def test_stacks_differing_in_case_and_whitespace_fit_one_model(spelled_store):
     report = fit_store_report(spelled_store)
     assert report.failures == []
-    a100 = [m for m in report.models if m.deployment == A100]
+    # the pooled model of the key (per-system models sit beside it: three submitters)
+    a100 = [m for m in report.models if m.deployment == A100 and m.system == ""]
     assert sorted(m.phase for m in a100) == ["test", "train"]  # one model per phase
     for m in a100:
         assert m.estimator.n_runs_ == 3 and len(m.sources) == 3
         assert m.stack == STACK  # the spelling of the first run (ties: source order)
-        assert m.model_id == f"e2e/resnet50/{A100}/{m.phase}/mxnet-nvidia-release-20.06"
+        assert m.model_id.startswith(f"e2e/resnet50/{A100}/{m.phase}/mxnet-nvidia-release-20.06")
     saved = spelled_store.load_models()
     assert len(saved) == len(report.models) == len({r["model_id"] for r in saved})
     # a forecast may name the stack in any of its spellings

@@ -78,4 +78,5 @@ def test_forecast_json_shape_and_scaling():
     assert double.to_dict()["route"] == "layerwise-calibrated"
     failure = ForecastFailure(job, "no model")
     assert not failure.ok and failure.to_dict() == {"job": job.describe(), "error": "no model"}
-    assert {str(r) for r in Route} == {"end-to-end", "layerwise", "layerwise-calibrated", "pace"}
+    assert {str(r) for r in Route} == {"end-to-end", "layerwise", "layerwise-calibrated",
+                                        "hybrid", "pace"}

@@ -42,8 +42,10 @@ Errors and truncation
 ---------------------
 ParseError (with the line) for: a line that starts like a glog line but is malformed (a
 cut last line included); an impossible date; the clock going backwards; an
-``Iteration`` message of no known form or with a non-numeric field; iterations going
-backwards inside a run; a file with no ``Solving`` line or no training progress at all.
+``Iteration`` message of no known form or with a non-numeric field; a whole number
+(iteration, batch size, GPU id, ``test_iter``, ``max_iter``) of more than
+:data:`MAX_DIGITS` digits; iterations going backwards inside a run; a file with no
+``Solving`` line or no training progress at all.
 A run that ends without ``Optimization Done.`` (killed, or followed by a restart) keeps
 its complete segments; its open train stretch is cut at its last display line (a test
 pass without output is dropped) and ``meta["truncated"] = True``.
@@ -53,18 +55,20 @@ pass without output is dropped) and ``meta["truncated"] = True``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from fleet.deployment import Deployment
-from ingest.events import ParseContext, ParsedRun, ParseError, Segment
+from ingest.events import ParseContext, ParsedRun, ParseError, Segment, short_repr
 from ingest.parsers.caffe.glog import Glog, read_records, sniff, strip_line
 
 __all__ = ["FORMAT", "LABEL", "parse", "sniff"]
 
 FORMAT = "caffe"
 LABEL = "Caffe"
+MAX_DIGITS = 18  # a longer iteration, batch size or id is an error, not a number
 
 _NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf)"
 _DISPLAY = re.compile(rf"^Iteration (\d+), loss = ({_NUM})$", re.I)
@@ -105,20 +109,22 @@ def _parse_solver_echo(text: list[str], header: _Header) -> None:
             header.solver.setdefault(m.group(1), []).append(m.group(2).strip('"'))
 
 
-def _parse_net_echo(text: list[str], header: _Header) -> None:
+def _parse_net_echo(text: list[str], header: _Header, line: int) -> None:
+    """The net echoed after glog line ``line`` (errors name that line)."""
     net: dict[str, object] = {"phase": header.creating}
-    for line in text:
+    for echoed in text:
         if "name" not in net:
-            m = re.match(r'^name: "(.*)"', line)
+            m = re.match(r'^name: "(.*)"', echoed)
             if m:
                 net["name"] = m.group(1)
-        m = re.match(r"^\s*phase: (TRAIN|TEST)\s*$", line)
+        m = re.match(r"^\s*phase: (TRAIN|TEST)\s*$", echoed)
         if m and net.get("phase_from_state") is None:
             net["phase_from_state"] = m.group(1)
-        m = re.match(r"^\s*batch_size: (\d+)\s*$", line)
+        m = re.match(r"^\s*batch_size: (\d+)\s*$", echoed)
         if m and "batch_size" not in net:
-            net["batch_size"] = int(m.group(1))
-        m = re.match(r'^\s*source: "(.*)"', line)
+            net["batch_size"] = _int(m.group(1), "batch_size of the net echoed after this line",
+                                     line)
+        m = re.match(r'^\s*source: "(.*)"', echoed)
         if m and "source" not in net:
             net["source"] = m.group(1)
     phase = net.pop("phase_from_state", None) or net["phase"]
@@ -127,17 +133,14 @@ def _parse_net_echo(text: list[str], header: _Header) -> None:
 
 
 def _int(text: str, what: str, line: int) -> int:
+    """A whole number of at most :data:`MAX_DIGITS` digits, else ParseError at ``line``."""
+    digits = len(text.strip().lstrip("+-"))
+    if digits > MAX_DIGITS:
+        raise ParseError(f"{what} has {digits} digits (at most {MAX_DIGITS})", line=line)
     try:
         return int(text)
     except ValueError as err:
-        raise ParseError(f"{what} is not an integer: {text!r}", line=line) from err
-
-
-def _float(text: str, what: str, line: int) -> float:
-    try:
-        return float(text)
-    except ValueError as err:
-        raise ParseError(f"{what} is not a number: {text!r}", line=line) from err
+        raise ParseError(f"{what} is not an integer: {short_repr(text)}", line=line) from err
 
 
 @dataclass
@@ -187,23 +190,24 @@ class _Builder:
         if msg.startswith("Initializing solver from parameters"):
             _parse_solver_echo(self.echoes.get(index, []), h)
         elif msg.startswith("Initializing net from parameters"):
-            _parse_net_echo(self.echoes.get(index, []), h)
+            _parse_net_echo(self.echoes.get(index, []), h, record.line)
         elif msg.startswith("Creating training net"):
             h.creating = "TRAIN"
         elif msg.startswith("Creating test net"):
             h.creating = "TEST"
         elif m := _USING_GPUS.match(msg):
-            h.gpu_ids = [int(x) for x in re.split(r"[,\s]+", m.group(1).strip()) if x]
+            h.gpu_ids = [_int(x, "GPU id", record.line)
+                         for x in re.split(r"[,\s]+", m.group(1).strip()) if x]
         elif m := _USE_GPU_ID.match(msg):
-            h.gpu_ids = [int(m.group(1))]
+            h.gpu_ids = [_int(m.group(1), "GPU id", record.line)]
         elif msg == "Use CPU.":
             h.cpu = True
         elif (m := _GPU_NAME.match(msg)) and self.run is None:
-            h.gpu_names[int(m.group(1))] = m.group(2)
+            h.gpu_names[_int(m.group(1), "GPU id", record.line)] = m.group(2)
         elif (m := _OUTPUT_SIZE.match(msg)) and h.nets and h.creating:
             net = h.nets[-1]
             if net.get("phase") == h.creating and "batch_size" not in net:
-                net["batch_size"] = int(m.group(1))
+                net["batch_size"] = _int(m.group(1), "output data size", record.line)
         else:
             return False
         return True
@@ -399,12 +403,17 @@ class _Builder:
 
 
 def _number(text: str) -> object:
-    for kind in (int, float):
+    """A solver value for ``meta``: an int (<= MAX_DIGITS digits), a finite float, else text."""
+    if len(text.strip().lstrip("+-")) <= MAX_DIGITS:
         try:
-            return kind(text)
+            return int(text)
         except ValueError:
             pass
-    return text
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return value if math.isfinite(value) else text
 
 
 def _to_parsed(run: _Run, ctx: ParseContext, year_source: str) -> ParsedRun:
@@ -475,11 +484,11 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
             builder.solving(record, m.group(1))
         elif m := _TESTING.match(msg):
             builder.testing(record, _int(m.group(1), "iteration", record.line),
-                            int(m.group(2)))
+                            _int(m.group(2), "test net number", record.line))
         elif _TEST_OUTPUT.match(record.message):
             builder.test_output(record)
         elif m := _DISPLAY.match(msg) or _DISPLAY_RATE.match(msg):
-            builder.display(record, int(m.group(1)))
+            builder.display(record, _int(m.group(1), "iteration", record.line))
         elif _LR.match(msg):
             builder.other_event(record)
         elif msg.startswith("Iteration"):

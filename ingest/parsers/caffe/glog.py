@@ -10,10 +10,11 @@ Rules
 * Clock: glog prints local time with neither year nor zone. Times are read as UTC
   (durations are exact; ``start_time`` may be off by the machine's UTC offset). The year
   comes, in this order, from ``*** Aborted at <unix> (unix time)`` (the year that puts the
-  glog time nearest that instant), from a ``YYYY-MM-DD`` date printed anywhere in the file
-  whose month and day match a glog line (e.g. ``Logging output to
-  x__2016-08-14_00-25-56.log``), else it is assumed to be 2000 (a leap year, so Feb 29
-  parses); :func:`read_records` says which (``meta["year_source"]``). When the month
+  glog time nearest that instant; an instant outside 1990 .. 2100 is ignored), from a
+  ``YYYY-MM-DD`` date printed anywhere in the file whose month and day match a glog line
+  (e.g. ``Logging output to x__2016-08-14_00-25-56.log``), else it is assumed to be 2000
+  (a leap year, so Feb 29 parses); :func:`read_records` says which
+  (``meta["year_source"]``). When the month
   decreases (Dec -> Jan) the year is incremented. After that the clock must not go
   backwards by more than 2 s, else ParseError.
 """
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ingest.events import ParseError
+from ingest.validate import plausible_time
 
 BASE_YEAR = 2000
 BACKWARDS_TOLERANCE_S = 2.0
@@ -120,7 +122,9 @@ def _base_year(lines: list[str], records: list[Glog]) -> tuple[int, str]:
         m = _ABORTED.search(raw)
         if not m:
             continue
-        instant = int(m.group(1))
+        instant = int(m.group(1)) if len(m.group(1)) <= 12 else 0
+        if not plausible_time(instant):
+            continue  # a garbled instant is no evidence of the year
         before = [r for r in records if r.line < number] or records[:1]
         anchor = before[-1]
         utc_year = datetime.fromtimestamp(instant, tz=UTC).year

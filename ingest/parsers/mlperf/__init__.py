@@ -1,11 +1,13 @@
 """MLPerf Training result logs (``result_N.txt``), all three log generations.
 
-The format is read in three steps, one module each:
+The format is read in steps, one module each:
 
 * :mod:`.records` reads the log records of the three generations (``:::MLPv0.5.0``,
-  ``:::MLL``, ``:::MLLOG``) and the MXNet display lines, drops rank duplicates;
+  ``:::MLL``, ``:::MLLOG``), drops rank duplicates; :mod:`.displays` reads the MXNet
+  display lines (progress points); :mod:`.clock` checks the records' clock;
 * :mod:`.spans` splits the records into runs and cuts each run into train and test spans
   (epochs, blocks, v0.5 marks, evals), with truncation and progress points;
+* :mod:`.repairs` collects what was mended (kinds, lines, warnings);
 * :mod:`.system` finds and reads the system description beside the log (folder layout,
   ``systems/*.json``, v0.5 ``entry.json``, v0.6 non-JSON files) for deployment and
   framework; :func:`context` hands it to :func:`parse` in the ``ParseContext``.
@@ -30,8 +32,15 @@ Rules
 * Errors besides those of the records and spans: no records at all, no training record,
   no complete train segment, no global batch size, no train_samples outside ResNet.
 * Not errors: a run without ``run_stop`` (``meta["run_stop"]`` None,
-  ``meta["truncated"]`` True), as for a run killed mid-training.
-* ``meta``: submitter, system, mlperf_version, log_generation, segment_mode,
+  ``meta["truncated"]`` True), as for a run killed mid-training; the irregularities that
+  :mod:`.records` and :mod:`.spans` repair, each noted in ``meta["repairs"]`` and
+  ``meta["warnings"]`` (:mod:`.repairs`).
+* Deployment: the system description's accelerators; a description without accelerators
+  gives its host CPUs (``cpu_from_system`` repair, ``meta["device_kind"] = "cpu"``).
+* ``meta``: submitter, system (``"<submitter>/<system>"``, :func:`.system.system_name`),
+  variant (``{"precision": ...}`` where the log states it before training, in
+  :func:`fleet.precision.parse_precision`'s names), clock_resolution_s, mlperf_version,
+  log_generation, segment_mode,
   eval_every_epochs, train/eval samples, run_start/run_stop (unix s), status
   (``run_stop`` status: success/aborted; None where not logged, v0.5), warm-up
   (the first train segment: ``warmup_epoch``, ``first_segment_slowdown`` = its
@@ -49,11 +58,17 @@ import math
 import re
 import statistics
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
+from fleet.deployment import Deployment
+from fleet.precision import parse_precision
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
 from ingest.parsers import Overrides, with_overrides
+from ingest.parsers.mlperf.clock import check_clock
+from ingest.parsers.mlperf.displays import DisplayClock, PointSpan, span_points
 from ingest.parsers.mlperf.records import (
+    SEGMENT_KEYS,
     Event,
     Scan,
     epoch_of,
@@ -62,23 +77,26 @@ from ingest.parsers.mlperf.records import (
     sniff,
     to_number,
 )
+from ingest.parsers.mlperf.repairs import Repairs
 from ingest.parsers.mlperf.spans import (
-    SEGMENT_KEYS,
-    DisplayClock,
     Span,
     Truncation,
     block_spans,
+    drop_stepped,
     epoch_spans,
     eval_spans,
     mark_spans,
-    span_points,
     split_runs,
 )
 from ingest.parsers.mlperf.system import (
     context_for,
-    norm_keys,
+    cpu_deployment,
+    layout_parts,
+    lists_several_stacks,
+    normalised,
     system_deployment,
     system_framework,
+    system_name,
 )
 
 __all__ = ["FORMAT", "LABEL", "context", "parse", "sniff", "system_deployment",
@@ -98,51 +116,93 @@ def context(path: Path, source: str, overrides: Overrides) -> ParseContext:
 
 def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
     """Parse one MLPerf result log into runs of epoch/block and eval segments."""
-    scan = scan_checked(lines)
+    lines = lines if isinstance(lines, list) else list(lines)
+    system = normalised(ctx.system) if ctx.system else None
+    scan = scan_checked(lines, evidence=lists_several_stacks(system))
+    check_clock(scan)
     if scan.generation is None:
-        raise ParseError("no MLPerf log records (':::MLLOG', ':::MLL' or ':::MLPv0.5') found")
+        raise ParseError("no MLPerf log records (':::MLLOG', ':::MLL' or ':::MLPv0.5') found"
+                         + (f" in {scan.lines} lines" if scan.lines else " (empty file)"),
+                         )
     runs = split_runs(scan.events)
     if not runs:
         last = scan.events[-1].line if scan.events else None
         raise ParseError("no training progress: no epoch, block or train_epoch record",
                          line=last)
-    clock = DisplayClock.of(scan.displays, scan.events)
+    clock = DisplayClock.of(scan.displays, [e.time for e in scan.events])
+    fixes = scan.repairs.for_lines([(r[0].line, r[-1].line) for r in runs])
+    facts = _Facts.of(system, scan, ctx)
     out = []
-    for run in runs:
-        parsed = _build_run(run, scan, ctx, clock)
+    for run, fix in zip(runs, fixes, strict=True):
+        parsed = _build_run(run, scan, ctx, clock, fix, facts)
         if parsed is not None:
             out.append(parsed)
     if not out:
         opener = next(e for e in runs[0] if e.key in SEGMENT_KEYS)
-        raise ParseError(f"no complete training segment: {opener.key} never closed",
-                         line=opener.line)
+        last = runs[-1][-1]
+        ends = (f"the log ends at line {scan.lines} with it open (cut off or killed)"
+                if last is opener or last.line >= scan.lines - 5 else
+                f"the last record is {last.key!r} at line {last.line}")
+        raise ParseError(f"no complete training segment: {opener.key} at line {opener.line} "
+                         f"never closed; {ends}", line=opener.line)
     return out
 
 
-def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayClock
-               ) -> ParsedRun | None:
+@dataclass(frozen=True)
+class _Facts:
+    """What one file's runs share: the system's facts, and the records by key."""
+
+    system: dict | None  # normalised keys
+    deployment: Deployment | None
+    cpu: bool  # the deployment names host CPUs
+    framework: str | None
+    layout: dict[str, str] | None
+    by_key: dict[str, list[Event]]
+
+    @classmethod
+    def of(cls, system: dict | None, scan: Scan, ctx: ParseContext) -> _Facts:
+        deployment = system_deployment(system)
+        cpus = cpu_deployment(system) if deployment is None else None
+        by_key: dict[str, list[Event]] = {}
+        for ev in scan.events:
+            by_key.setdefault(ev.key, []).append(ev)
+        return cls(system, deployment or cpus, cpus is not None,
+                   system_framework(system, scan.evidence),
+                   layout_parts(Path(ctx.source)) if ctx.source else None, by_key)
+
+
+def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayClock,
+               fix: Repairs, facts: _Facts) -> ParsedRun | None:
     """One run's segments and facts; None when it has no complete train span."""
-    cut = Truncation()
+    cut = Truncation(clock_steps=tuple(scan.clock_steps))
     keys = {e.key for e in run}
     includes_eval = False
     if "epoch_start" in keys or "epoch_stop" in keys:
-        mode, spans = "epoch", epoch_spans(run, cut)
+        mode, spans = "epoch", epoch_spans(run, cut, fix)
     elif "block_start" in keys or "block_stop" in keys:
         mode = "block"
-        spans, includes_eval = block_spans(run, cut)
+        spans, includes_eval = block_spans(run, cut, fix)
     else:
         mode, spans = "train_epoch_mark", mark_spans(run, cut)
+    spans = drop_stepped(spans, scan.clock_steps, fix)
     if not spans:
         return None
-    evals = eval_spans(run, cut)
+    evals = drop_stepped(eval_spans(run, cut, fix), scan.clock_steps, fix)
     first_train_line = next(e.line for e in run if e.key in SEGMENT_KEYS)
 
     def param(*key_order: str) -> Event | None:
-        return _param(key_order, scan.events, run, first_train_line)
+        return _param(key_order, facts.by_key, run, first_train_line)
 
-    system = ctx.system or None
-    deployment = system_deployment(system)
+    system = facts.system
+    deployment = facts.deployment
     meta: dict[str, object] = {"log_generation": scan.generation, "segment_mode": mode}
+    if facts.cpu and deployment is not None:
+        cpus = deployment
+        meta["device_kind"] = "cpu"
+        fix.add("cpu_from_system", None,
+                f"the system description lists no accelerators: stored as "
+                f"{cpus.per_node} x {cpus.accelerator} CPU sockets per node x {cpus.nodes} "
+                f"node(s) ({cpus.key})")
 
     # batch size
     gbs_ev = param("global_batch_size")
@@ -206,9 +266,17 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
                                                             accum_ev.line)
 
     # segments
+    ordered = sorted(spans + evals, key=lambda s: (s.start, s.start_line))
+    its_of = [float(steps_per_epoch * sp.epochs if sp.phase == "train" else eval_steps)
+              for sp in ordered]
+    shown = [k for k, sp in enumerate(ordered) if sp.phase == "train" and sp.epochs == 1]
+    points = [((its, sp.end - sp.start),) for its, sp in zip(its_of, ordered, strict=True)]
+    for k, pts in zip(shown, span_points([PointSpan(
+            ordered[k].start_index, ordered[k].end_index, ordered[k].start, ordered[k].end,
+            its_of[k]) for k in shown], clock), strict=True):
+        points[k] = pts
     segments: list[Segment] = []
-    for span in sorted(spans + evals, key=lambda s: (s.start, s.start_line)):
-        its = float(steps_per_epoch * span.epochs if span.phase == "train" else eval_steps)
+    for span, its, pts in zip(ordered, its_of, points, strict=True):
         segments.append(Segment(
             phase=span.phase,  # type: ignore[arg-type]
             iterations=its,
@@ -218,7 +286,7 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
             epoch_start=span.epoch_start,
             epoch_end=span.epoch_end,
             line=span.end_line,
-            points=span_points(span, its, clock),
+            points=pts,
         ))
     if clock.offset is not None and any(len(s.points) > 1 for s in segments):
         meta["points_from"] = "MXNet 'Epoch[e] Batch [a-b]' display lines"
@@ -244,13 +312,24 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
     if scan.duplicates:
         meta["duplicate_records_dropped"] = scan.duplicates
     org_ev = param("submission_org")
-    sys_norm = norm_keys(system) if system else {}
-    meta["submitter"] = (sys_norm.get("_mlperf_submitter")
-                         or (org_ev.value if org_ev is not None else None)
+    sys_norm = system or {}
+    logged_org = org_ev.value if org_ev is not None and isinstance(org_ev.value, str) else None
+    meta["submitter"] = (sys_norm.get("_mlperf_submitter") or logged_org
                          or sys_norm.get("submitter"))
     platform_ev = param("submission_platform")
-    meta["system"] = (ctx.folder_system or sys_norm.get("system_name")
-                      or (platform_ev.value if platform_ev is not None else None))
+    parts = facts.layout
+    meta["system"] = system_name(
+        system, parts["submitter"] if parts else None, ctx.folder_system,
+        org_ev.value if org_ev is not None else None,
+        platform_ev.value if platform_ev is not None else None)
+    if scan.precision is not None:
+        try:
+            meta["variant"] = {"precision": parse_precision(scan.precision[0]).value}
+            meta["precision_line"] = scan.precision[1]
+        except ValueError:
+            pass
+    if scan.resolution_s is not None:
+        meta["clock_resolution_s"] = scan.resolution_s
     meta["mlperf_version"] = sys_norm.get("_mlperf_version")
     if scan.generation == "v0.5" and not meta["mlperf_version"]:
         meta["mlperf_version"] = "v0.5"
@@ -258,12 +337,13 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
     meta.update(_warmup_facts(segments))
     if deployment is None and system:
         meta["deployment_note"] = "system description lacks accelerator name or counts"
+    fix.to_meta(meta)
 
     return ParsedRun(
         format=FORMAT,
         network=network,
         deployment=deployment,
-        framework=system_framework(system, scan.evidence),
+        framework=facts.framework,
         batch_size=batch,
         start_time=start_ev.time if start_ev and start_ev.time else segments[0].start_time,
         segments=segments,
@@ -302,17 +382,19 @@ def _warmup_facts(segments: list[Segment]) -> dict[str, object]:
     return facts
 
 
-def _param(key_order: tuple[str, ...], events: list[Event], run: list[Event],
+def _param(key_order: tuple[str, ...], by_key: dict[str, list[Event]], run: list[Event],
            first_train_line: int) -> Event | None:
     """Latest record of the first key present logged before the run's training, else the
-    first one logged within the run."""
+    first one logged within the run (a run is a stretch of the scan's records)."""
+    lo, hi = run[0].index, run[-1].index
     for key in key_order:
-        before = [e for e in events if e.key == key and e.line < first_train_line]
+        found = by_key.get(key, ())
+        before = [e for e in found if e.line < first_train_line]
         if before:
             return before[-1]
-        within = [e for e in run if e.key == key]
-        if within:
-            return within[0]
+        within = next((e for e in found if lo <= e.index <= hi), None)
+        if within is not None:
+            return within
     return None
 
 

@@ -20,44 +20,53 @@ Rules
 * Test spans: one per ``eval_start``..``eval_stop``. In a log with no ``eval_stop``
   at all, an eval ends at the next record that is not an ``eval_*`` record (training
   resuming or ``run_stop``); evals without ``eval_start`` (Google) give no test span.
-* Errors: a stop that does not match the open start, a stop with nothing open, a start
-  while another is open, a span end without a time or more than 5 s before its start.
+* Repairs (kinds in :mod:`.repairs`), each noted with its line:
+
+  - ``missing_epoch_stop``: an ``epoch_start`` while an epoch is open closes the open one
+    at its first ``eval_start``/``block_stop`` if one came, else at this ``epoch_start``;
+    at ``run_stop`` or the end of the run the open epoch is closed the same way when such a
+    mark came, else dropped as a killed epoch (truncation, no repair).
+  - ``mismatched_epoch_stop``: an ``epoch_stop`` numbered open + 1 (Composer counts
+    completed epochs) closes the open epoch. Any other number is an error.
+  - ``unclosed_block``: a ``block_start`` while a block is open closes the open block there;
+    when it repeats the open block's ``first_epoch_num`` (MindSpore logs one per epoch), its
+    epochs are numbered on from the closed block.
+  - ``mismatched_block_stop``: a ``block_stop`` numbered first + count (the next block's
+    first epoch, SIAT) closes the open block. Any other number is an error.
+  - ``unclosed_eval``: an ``eval_start`` while an eval is open drops the open eval.
+  - ``duplicate_mark``: a stop with nothing open is ignored.
+  - ``clock_step``: a span whose lines hold a clock step (``records.check_clock``) is
+    dropped (:func:`drop_stepped`).
+* Errors: a stop numbered unlike the rules above, a span end without a time or more than
+  5 s before its start.
 * Not errors: a run killed mid-training (a start still open at end of file or at
   ``run_stop``): the complete spans are kept, the open one dropped and
   :class:`Truncation` set.
-* Points: MXNet display lines between an epoch's start and stop records give
-  (batches ``b`` of ``Batch [a-b]``, local time). Their clock is local time without a
-  zone: the offset to unix time is the one multiple of 15 min consistent with the
-  neighbouring MLPerf records of every display line; no unique fit -> no such points.
-  Only the lowest node's lines count. Every span's points end with ``(iterations, seconds)``.
+* Points inside spans come from MXNet display lines (:mod:`.displays`); a span keeps the
+  scan places of its start and end records for them.
 """
 
 from __future__ import annotations
 
-import bisect
-import math
 from dataclasses import dataclass
 
 from ingest.events import ParseError
 from ingest.parsers.mlperf.records import (
     BACKWARDS_TOLERANCE_S,
-    Display,
+    HEADER_KEYS,
+    SEGMENT_KEYS,
     Event,
     epoch_of,
     positive_int,
     to_number,
 )
+from ingest.parsers.mlperf.repairs import Repairs
 
 SAME_MARK_S = 0.001  # v0.5 train_epoch marks this close share one timestamp
-TZ_STEP_S = 900  # local-time offsets are multiples of 15 minutes
-TZ_SLACK_S = 2.0
 
 _V05_CLOSERS = {"train_epoch", "eval_start", "eval_accuracy", "eval_stop", "run_stop",
                 "run_final", "block_start", "block_stop"}
-SEGMENT_KEYS = {"epoch_start", "epoch_stop", "block_start", "block_stop", "train_epoch"}
-_HEADER_KEYS = {"submission_benchmark", "submission_org", "submission_division",
-                "submission_status", "submission_platform", "cache_clear", "init_start",
-                "init_stop", "run_start", "run_clear_caches"}
+_EPOCH_CLOSERS = {"eval_start", "block_stop"}  # where an epoch without its stop ended
 
 
 @dataclass
@@ -72,6 +81,8 @@ class Span:
     epochs: float  # epochs covered (train) / 1 (test)
     epoch_start: float | None
     epoch_end: float | None
+    start_index: int = 0  # places of the start and end records in the scan (Event.index)
+    end_index: int = 0
 
 
 def split_runs(events: list[Event]) -> list[list[Event]]:
@@ -79,7 +90,7 @@ def split_runs(events: list[Event]) -> list[list[Event]]:
     runs: list[list[Event]] = [[]]
     trained = False
     for ev in events:
-        if trained and ev.key in _HEADER_KEYS:
+        if trained and ev.key in HEADER_KEYS:
             runs.append([])
             trained = False
         runs[-1].append(ev)
@@ -92,71 +103,123 @@ def split_runs(events: list[Event]) -> list[list[Event]]:
 
 @dataclass
 class Truncation:
-    """Set when a segment was left open (killed run) or the run has no ``run_stop``."""
+    """Set when a segment was left open (killed run) or the run has no ``run_stop``; holds
+    the lines where the clock stepped back (spans across them are dropped, not checked)."""
 
     truncated: bool = False
+    clock_steps: tuple[int, ...] = ()
 
 
-def epoch_spans(run: list[Event], cut: Truncation) -> list[Span]:
+def epoch_spans(run: list[Event], cut: Truncation, fix: Repairs) -> list[Span]:
     spans: list[Span] = []
     open_ev: Event | None = None
-    open_num: float | None = None
+    open_num: float = 0.0
+    closer: Event | None = None  # first eval_start/block_stop after the open epoch_start
+
+    def close_missing(at: Event) -> None:
+        end = closer or at
+        spans.append(_timed_span("train", open_ev, end, 1, open_num, open_num,  # type: ignore[arg-type]
+                                 cut))
+        fix.add("missing_epoch_stop", open_ev.line,  # type: ignore[union-attr]
+                f"epoch {open_num:g} has no epoch_stop: closed at line {end.line} "
+                f"({end.key})")
+
     for ev in run:
-        if ev.key == "epoch_start":
+        key = ev.key
+        if key == "epoch_start":
             num = epoch_of(ev)
             if open_ev is not None:
-                raise ParseError(f"epoch_start {num:g} while epoch {open_num:g} (line "
-                                 f"{open_ev.line}) has no epoch_stop", line=ev.line)
-            open_ev, open_num = ev, num
-        elif ev.key == "epoch_stop":
-            num = epoch_of(ev)
+                close_missing(ev)
+            open_ev, open_num, closer = ev, num, None  # type: ignore[assignment]
+        elif key == "epoch_stop":
+            num = epoch_of(ev)  # type: ignore[assignment]
             if open_ev is None:
-                raise ParseError(f"epoch_stop {num:g} without an open epoch_start", line=ev.line)
+                fix.add("duplicate_mark", ev.line,
+                        f"epoch_stop {num:g} with no open epoch_start: ignored")
+                continue
             if num != open_num:
-                raise ParseError(f"epoch_stop {num:g} does not match the open epoch "
-                                 f"{open_num:g} (line {open_ev.line})", line=ev.line)
-            spans.append(_timed_span("train", open_ev, ev, 1, num, num))
+                if num != open_num + 1:
+                    raise ParseError(f"epoch_stop {num:g} does not match the open epoch "
+                                     f"{open_num:g} (line {open_ev.line})", line=ev.line)
+                fix.add("mismatched_epoch_stop", ev.line,
+                        f"epoch_stop {num:g} closes the open epoch {open_num:g} (line "
+                        f"{open_ev.line}): stops numbered by completed epochs")
+            spans.append(_timed_span("train", open_ev, ev, 1, open_num, open_num, cut))
             open_ev = None
-        elif ev.key == "run_stop" and open_ev is not None:
-            cut.truncated = True
+        elif open_ev is None:
+            continue
+        elif key in _EPOCH_CLOSERS and closer is None and ev.time is not None:
+            closer = ev
+        elif key == "run_stop":
+            if closer is not None:
+                close_missing(ev)
+            else:
+                cut.truncated = True
             open_ev = None
     if open_ev is not None:
-        cut.truncated = True
+        if closer is not None:
+            close_missing(closer)
+        else:
+            cut.truncated = True
     return spans
 
 
 def _timed_span(phase: str, start: Event, stop: Event, epochs: float,
-                first: float | None, last: float | None) -> Span:
+                first: float | None, last: float | None, cut: Truncation) -> Span:
     if start.time is None or stop.time is None:
         bad = start if start.time is None else stop
         raise ParseError(f"{bad.key} has no time", line=bad.line)
-    if stop.time < start.time - BACKWARDS_TOLERANCE_S:
+    stepped = bool(cut.clock_steps) and any(start.line < n <= stop.line
+                                            for n in cut.clock_steps)
+    if stop.time < start.time - BACKWARDS_TOLERANCE_S and not stepped:
         raise ParseError(f"{stop.key} is {start.time - stop.time:.1f} s before its "
                          f"{start.key} (line {start.line})", line=stop.line)
     return Span(phase, start.time, max(stop.time, start.time), start.line, stop.line,
-                 epochs, first, last)
+                epochs, first, last, start.index, stop.index)
 
 
-def block_spans(run: list[Event], cut: Truncation) -> tuple[list[Span], bool]:
+def block_spans(run: list[Event], cut: Truncation, fix: Repairs) -> tuple[list[Span], bool]:
     """Train spans from block records; True when some block holds an eval that has no
     ``eval_start`` of its own (the block then includes the eval time)."""
     spans: list[Span] = []
     includes_eval = False
     open_ev: Event | None = None
-    first = count = None
+    first = logged = 0.0  # the open block's first epoch: as numbered here / as logged
+    count: int | None = None
     eval_start: Event | None = None
     saw_accuracy = False
+
+    def close(at: Event) -> None:
+        nonlocal includes_eval
+        end = eval_start if eval_start is not None else at
+        if eval_start is None and saw_accuracy:
+            includes_eval = True
+        spans.append(_timed_span("train", open_ev, end, count, first,  # type: ignore[arg-type]
+                                 first + count - 1, cut))  # type: ignore[operator]
+
     for ev in run:
         if ev.key == "block_start":
-            if open_ev is not None:
-                raise ParseError(f"block_start while the block of line {open_ev.line} "
-                                 "has no block_stop", line=ev.line)
             if "first_epoch_num" not in ev.meta:
                 raise ParseError("block_start has no first_epoch_num", line=ev.line)
-            first = to_number(ev.meta["first_epoch_num"], "block_start first_epoch_num", ev.line)
+            new_logged = to_number(ev.meta["first_epoch_num"], "block_start first_epoch_num",
+                                   ev.line)
+            new_first = new_logged
             raw_count = ev.meta.get("epoch_count")
-            count = (positive_int(raw_count, "block_start epoch_count", ev.line)
-                     if raw_count is not None else None)
+            new_count = (positive_int(raw_count, "block_start epoch_count", ev.line)
+                         if raw_count is not None else None)
+            if open_ev is not None:
+                if count is None:
+                    raise ParseError(f"block_start while the block of line {open_ev.line} "
+                                     "has no block_stop and no epoch_count", line=ev.line)
+                close(ev)
+                note = ""
+                if new_logged == logged:
+                    new_first = first + count
+                    note = f"; its epochs numbered from {new_first:g}"
+                fix.add("unclosed_block", open_ev.line,
+                        f"block from epoch {first:g} has no block_stop: closed at the "
+                        f"block_start of line {ev.line}{note}")
+            first, logged, count = new_first, new_logged, new_count
             open_ev, eval_start, saw_accuracy = ev, None, False
         elif open_ev is not None and ev.key == "eval_start" and eval_start is None:
             eval_start = ev
@@ -164,24 +227,28 @@ def block_spans(run: list[Event], cut: Truncation) -> tuple[list[Span], bool]:
             saw_accuracy = True
         elif ev.key == "block_stop":
             if open_ev is None:
-                raise ParseError("block_stop without an open block_start", line=ev.line)
+                fix.add("duplicate_mark", ev.line, "block_stop with no open block_start: "
+                        "ignored")
+                continue
             if "first_epoch_num" in ev.meta:
                 stop_first = to_number(ev.meta["first_epoch_num"], "block_stop first_epoch_num",
-                                     ev.line)
-                if stop_first != first:
-                    raise ParseError(f"block_stop for epoch {stop_first:g} does not match the "
-                                     f"open block from epoch {first:g} (line {open_ev.line})",
-                                     line=ev.line)
+                                       ev.line)
+                if stop_first != logged:
+                    if count is None or stop_first != logged + count:
+                        raise ParseError(f"block_stop for epoch {stop_first:g} does not match "
+                                         f"the open block from epoch {logged:g} (line "
+                                         f"{open_ev.line})", line=ev.line)
+                    fix.add("mismatched_block_stop", ev.line,
+                            f"block_stop for epoch {stop_first:g} closes the open block of "
+                            f"epochs {logged:g}..{logged + count - 1:g} (line {open_ev.line}): "
+                            "stops numbered with the next block's first epoch")
             if count is None:
                 raw_count = ev.meta.get("epoch_count")
                 if raw_count is None:
                     raise ParseError("block has no epoch_count on block_start or block_stop",
                                      line=ev.line)
                 count = positive_int(raw_count, "block_stop epoch_count", ev.line)
-            end = eval_start if eval_start is not None else ev
-            if eval_start is None and saw_accuracy:
-                includes_eval = True
-            spans.append(_timed_span("train", open_ev, end, count, first, first + count - 1))
+            close(ev)
             open_ev = None
         elif ev.key == "run_stop" and open_ev is not None:
             cut.truncated = True
@@ -206,7 +273,8 @@ def mark_spans(run: list[Event], cut: Truncation) -> list[Span]:
         if group and ev.key in _V05_CLOSERS:
             first_ev, first_num = group[0]
             last_num = group[-1][1]
-            spans.append(_timed_span("train", first_ev, ev, len(group), first_num, last_num))
+            spans.append(_timed_span("train", first_ev, ev, len(group), first_num, last_num,
+                                     cut))
             group = []
         if ev.key == "train_epoch":
             group = [(ev, num)]
@@ -215,7 +283,7 @@ def mark_spans(run: list[Event], cut: Truncation) -> list[Span]:
     return spans
 
 
-def eval_spans(run: list[Event], cut: Truncation) -> list[Span]:
+def eval_spans(run: list[Event], cut: Truncation, fix: Repairs) -> list[Span]:
     """Evals: ``eval_start`` .. ``eval_stop``; in a run that logs no ``eval_stop`` at all,
     an eval ends at the next record that is not an ``eval_*`` record."""
     has_stop = any(e.key == "eval_stop" for e in run)
@@ -225,12 +293,14 @@ def eval_spans(run: list[Event], cut: Truncation) -> list[Span]:
     for ev in run:
         if ev.key == "eval_start":
             if open_ev is not None:
-                raise ParseError(f"eval_start while the eval of line {open_ev.line} has no "
-                                 "eval_stop", line=ev.line)
+                fix.add("unclosed_eval", open_ev.line,
+                        f"eval_start with no eval_stop before the eval_start of line "
+                        f"{ev.line}: that eval is dropped")
             open_ev, num = ev, epoch_of(ev, required=False)
         elif open_ev is None:
             if ev.key == "eval_stop":
-                raise ParseError("eval_stop without an open eval_start", line=ev.line)
+                fix.add("duplicate_mark", ev.line, "eval_stop with no open eval_start: "
+                        "ignored")
         elif ev.key == "eval_accuracy":
             if num is None:
                 num = epoch_of(ev, required=False)
@@ -239,65 +309,25 @@ def eval_spans(run: list[Event], cut: Truncation) -> list[Span]:
                 continue
             if num is None and ev.key == "eval_stop":
                 num = epoch_of(ev, required=False)
-            spans.append(_timed_span("test", open_ev, ev, 1, num, num))
+            spans.append(_timed_span("test", open_ev, ev, 1, num, num, cut))
             open_ev = None
     if open_ev is not None:
         cut.truncated = True
     return spans
 
 
-def tz_offset(displays: list[Display], events: list[Event]) -> int | None:
-    """The multiple of 15 min that maps display clocks onto the records around them."""
-    timed = [e for e in events if e.time is not None]
-    if not displays or not timed:
-        return None
-    lines = [e.line for e in timed]
-    lo, hi = -math.inf, math.inf
-    for d in displays:
-        i = bisect.bisect_left(lines, d.line)
-        if i > 0:
-            lo = max(lo, timed[i - 1].time - d.naive - TZ_SLACK_S)  # type: ignore[operator]
-        if i < len(timed):
-            hi = min(hi, timed[i].time - d.naive + TZ_SLACK_S)  # type: ignore[operator]
-    if lo > hi or not math.isfinite(lo) or not math.isfinite(hi):
-        return None
-    fits = list(range(math.ceil(lo / TZ_STEP_S), math.floor(hi / TZ_STEP_S) + 1))
-    return fits[0] * TZ_STEP_S if len(fits) == 1 else None
-
-
-@dataclass(frozen=True)
-class DisplayClock:
-    """The display lines of the lowest node, and their clock's offset to unix time."""
-
-    displays: list[Display]
-    offset: int | None  # None: no unique fit, so no points from display lines
-    lines: list[int]
-
-    @classmethod
-    def of(cls, displays: list[Display], events: list[Event]) -> DisplayClock:
-        node = min((d.node for d in displays), default=0)
-        mine = [d for d in displays if d.node == node]
-        return cls(mine, tz_offset(mine, events), [d.line for d in mine])
-
-
-def span_points(span: Span, iterations: float, clock: DisplayClock
-                ) -> tuple[tuple[float, float], ...]:
-    """Progress marks of a one-epoch train span from display lines, ending with its end."""
-    seconds = span.end - span.start
-    marks: list[tuple[float, float]] = []
-    offset = clock.offset
-    if offset is not None and span.phase == "train" and span.epochs == 1:
-        i = bisect.bisect_right(clock.lines, span.start_line)
-        j = bisect.bisect_left(clock.lines, span.end_line)
-        for d in clock.displays[i:j]:
-            s = d.naive + offset - span.start
-            if s < -TZ_SLACK_S or s > seconds + TZ_SLACK_S:
-                return ((iterations, seconds),)  # clock does not fit this span: no marks
-            s = min(max(s, 0.0), seconds)
-            if not 0 < d.batches < iterations:
-                continue
-            if marks and (d.batches <= marks[-1][0] or s < marks[-1][1]):
-                continue
-            marks.append((float(d.batches), s))
-    marks.append((iterations, seconds))
-    return tuple(marks)
+def drop_stepped(spans: list[Span], steps: list[int], fix: Repairs) -> list[Span]:
+    """``spans`` without those whose lines hold a clock step (noted on the step's repair)."""
+    if not steps:
+        return spans
+    kept = []
+    for span in spans:
+        step = next((n for n in steps if span.start_line < n <= span.end_line), None)
+        if step is None:
+            kept.append(span)
+            continue
+        what = (f"epochs {span.epoch_start:g}..{span.epoch_end:g}"
+                if span.epoch_start is not None and span.epoch_end is not None else "a span")
+        fix.add("clock_step", step, f"{span.phase} span of {what} (lines {span.start_line}-"
+                f"{span.end_line}) crosses the clock step: dropped")
+    return kept

@@ -21,8 +21,15 @@ What the description gives a run
   Keys are compared lower-case with spaces as ``_``; a trailing parenthesised note of the
   accelerator name is dropped; a bare ``TPU`` takes its generation from the system name.
   Missing counts or heterogeneous nodes give no deployment.
+* CPU-only systems (:func:`cpu_deployment`: ``accelerators_per_node`` 0 or no accelerator
+  name, as Intel's Xeon submissions): the deployment names the host CPU
+  (``host_processor_model_name`` without ``(R)``/``(TM)``/``CPU``/``@ clock``/``code named``)
+  x ``host_processors_per_node`` (sockets) x ``number_of_nodes``.
 * Framework (:func:`system_framework`): ``framework``; when it lists several stacks, the
-  one the log's text names is kept, else the whole string.
+  one the log's text names is kept, else the whole string (:func:`lists_several_stacks`).
+* System name (:func:`system_name`): ``<submitter>/<system>`` from the folder layout, else
+  the description's ``submitter``/``system_name``, else the log's ``submission_org`` /
+  ``submission_platform``.
 """
 
 from __future__ import annotations
@@ -169,8 +176,19 @@ def _count(raw: object) -> int | None:
     return None
 
 
+_NORMALISED = "_keys_normalised"
+
+
 def norm_keys(d: dict) -> dict:
+    """Keys lower-case, stripped, spaces as ``_`` (a dict from :func:`normalised` as is)."""
+    if d.get(_NORMALISED) is True:
+        return d
     return {str(k).strip().lower().replace(" ", "_"): v for k, v in d.items()}
+
+
+def normalised(system: dict) -> dict:
+    """:func:`norm_keys` once, marked so that the readers here do not normalise again."""
+    return {**norm_keys(system), _NORMALISED: True}
 
 
 def _clean_accelerator(name: str) -> str:
@@ -221,6 +239,52 @@ def system_deployment(system: dict | None) -> Deployment | None:
     if not isinstance(name, str) or not per_node or None in node_counts:
         return None
     return Deployment(_clean_accelerator(name), per_node, sum(node_counts))  # type: ignore[arg-type]
+
+
+def cpu_deployment(system: dict | None) -> Deployment | None:
+    """The host CPUs of a system without accelerators (rules in the module doc), else None."""
+    if not system:
+        return None
+    norm = norm_keys(system)
+    per = norm.get("accelerators_per_node")
+    name = norm.get("accelerator_model_name")
+    no_accelerator = (per in (0, "0") or (isinstance(per, str) and not per.strip())
+                      or not isinstance(name, str)
+                      or name.strip().lower() in ("", "n/a", "na", "none", "-"))
+    if not no_accelerator:
+        return None
+    cpu = norm.get("host_processor_model_name")
+    sockets = _count(norm.get("host_processors_per_node"))
+    nodes = _count(norm.get("number_of_nodes"))
+    if not isinstance(cpu, str) or not sockets or not nodes:
+        return None
+    clean = re.sub(r"\((?:R|TM)\)|\bCPU\b|@\s*[\d.]+\s*[GM]Hz|\bcode named\b", " ", cpu,
+                   flags=re.I)
+    clean = " ".join(clean.split())
+    return Deployment(clean, sockets, nodes) if clean else None
+
+
+def system_name(system: dict | None, submitter: str | None, folder: str | None,
+                logged_org: object = None, logged_platform: object = None) -> str | None:
+    """``<submitter>/<system>`` (rules in the module doc); None when nothing names it."""
+    norm = norm_keys(system) if system else {}
+    who = submitter or norm.get("_mlperf_submitter") or norm.get("submitter") or logged_org
+    what = folder or norm.get("system_name") or logged_platform
+    if not isinstance(what, str) or not what.strip():
+        return None
+    what = what.strip()
+    return f"{str(who).strip()}/{what}" if isinstance(who, str) and who.strip() else what
+
+
+def lists_several_stacks(system: dict | None) -> bool:
+    """Whether the description's ``framework`` lists more than one stack."""
+    if not system:
+        return False
+    norm = norm_keys(system)
+    raw = norm.get("framework")
+    if raw is None and isinstance(norm.get("entry"), dict):
+        raw = norm_keys(norm["entry"]).get("framework")
+    return isinstance(raw, str) and len([p for p in re.split(r"[,;]", raw) if p.strip()]) > 1
 
 
 def system_framework(system: dict | None, evidence: set[str] | frozenset = frozenset()

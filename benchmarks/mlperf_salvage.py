@@ -1,0 +1,202 @@
+"""MLPerf salvage and parse speed: what a corpus of result logs yields, and how fast it parses.
+
+Two parts, on one corpus (default ``../shared/data/logs/mlperf``; the held-out one is
+``/work/corpora/mlperf``):
+
+* **Outcomes** of every file a folder ingest would try (:func:`ingest.pipeline.discover`),
+  through the pipeline's own parse-and-check (:func:`ingest.pipeline.parse_data`, no store):
+  usable files (stored, or byte-identical to a stored one: a duplicate of an added file),
+  runs and files repaired by kind (``meta["repairs"]``), files rejected by reason (numbers
+  written ``N``).
+* **Parse speed** of the MLPerf result files (``result_*.txt``): bytes already in memory and
+  contexts (system descriptions) built beforehand, the timed part is decode, split into
+  lines and ``parser.parse(lines, ctx)``, as the pipeline does. The current parser and the
+  one at a git revision (``--old-rev``, default ``HEAD``; its modules are read with ``git
+  show``) run interleaved in this process, alternating which goes first, ``--repeats`` times;
+  medians of wall and CPU (process) seconds, MB/s and the new/old ratio are reported. CPU
+  seconds are the steadier figure on a shared machine.
+
+    .venv/bin/python benchmarks/mlperf_salvage.py [CORPUS] [--repeats 5] [--old-rev HEAD]
+        [--no-old] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import hashlib
+import importlib
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ingest.events import ParseError  # noqa: E402
+from ingest.parsers import Overrides, registered  # noqa: E402
+from ingest.parsers import mlperf as new_parser  # noqa: E402
+from ingest.pipeline import discover, parse_data  # noqa: E402
+
+DEFAULT_CORPUS = ROOT.parent / "shared" / "data" / "logs" / "mlperf"
+PACKAGE = "ingest/parsers/mlperf"
+
+
+def outcomes(corpus: Path) -> dict[str, object]:
+    """Usable / repaired / rejected counts of a folder ingest of ``corpus`` (rules above)."""
+    found, skipped, _ = discover([str(corpus)])
+    parsers = registered()
+    added: set[str] = set()
+    results: list[tuple[str, str, object]] = []  # (source, hash, ParsedFile | ParseError)
+    for source, path in found:
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        try:
+            parsed: object = parse_data(source, path, data, Overrides(), parsers, digest)
+        except ParseError as exc:
+            parsed = exc
+        results.append((source, digest, parsed))
+    usable = duplicates = 0
+    rejected: Counter[str] = Counter()
+    run_repairs: Counter[str] = Counter()
+    file_repairs: Counter[str] = Counter()
+    repaired_files = runs = 0
+    for _, digest, parsed in results:
+        if isinstance(parsed, ParseError):
+            rejected[re.sub(r"\d+(?:\.\d+)?", "N", parsed.reason)] += 1
+            continue
+        if digest in added:
+            duplicates += 1
+            usable += 1
+            continue
+        added.add(digest)
+        usable += 1
+        kinds: set[str] = set()
+        for run in parsed.runs:  # type: ignore[attr-defined]
+            runs += 1
+            for rep in run.meta.get("repairs") or []:
+                run_repairs[rep["kind"]] += 1
+                kinds.add(rep["kind"])
+        repaired_files += bool(kinds)
+        file_repairs.update(kinds)
+    total = len(results)
+    return {
+        "corpus": str(corpus), "files": total, "side_files_skipped": len(skipped),
+        "usable": usable, "usable_share": usable / total if total else None,
+        "added": usable - duplicates, "duplicates_of_added": duplicates, "runs": runs,
+        "files_repaired": repaired_files, "files_repaired_by_kind": dict(file_repairs),
+        "run_repairs_by_kind": dict(run_repairs), "rejected": sum(rejected.values()),
+        "rejected_by_reason": dict(rejected.most_common()),
+    }
+
+
+def old_parser(rev: str) -> ModuleType:
+    """The MLPerf parser package at git revision ``rev``, imported as ``mlperf_at_rev``."""
+    names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{rev}:{PACKAGE}"],
+                           check=True, capture_output=True, text=True).stdout.split()
+    holder = Path(tempfile.mkdtemp(prefix="mlperf_old_"))
+    atexit.register(shutil.rmtree, holder, True)
+    where = holder / "mlperf_at_rev"
+    where.mkdir()
+    for name in names:
+        if not name.endswith(".py"):
+            continue
+        text = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{PACKAGE}/{name}"],
+                              check=True, capture_output=True, text=True).stdout
+        (where / name).write_text(text.replace("ingest.parsers.mlperf.", "mlperf_at_rev."))
+    sys.path.insert(0, str(where.parent))
+    return importlib.import_module("mlperf_at_rev")
+
+
+def _pass(parser: ModuleType, files: list[tuple[bytes, object]]) -> tuple[float, float, int]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    failed = 0
+    for data, ctx in files:
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        try:
+            parser.parse(lines, ctx)
+        except ParseError:
+            failed += 1
+    return time.perf_counter() - wall, time.process_time() - cpu, failed
+
+
+def speed(corpus: Path, repeats: int, old: ModuleType | None) -> dict[str, object]:
+    """Parse MB/s of the result files, new (and old) interleaved (rules above)."""
+    paths = sorted(corpus.rglob("result_*.txt"))
+    files = []
+    for path in paths:
+        try:
+            ctx = new_parser.context(path, str(path), Overrides())
+        except ParseError:
+            continue
+        files.append((path.read_bytes(), ctx))
+    size = sum(len(d) for d, _ in files)
+    variants: dict[str, ModuleType] = {"new": new_parser}
+    if old is not None:
+        variants["old"] = old
+    times: dict[str, dict[str, list[float]]] = {k: {"wall": [], "cpu": []} for k in variants}
+    failed: dict[str, int] = {}
+    for rep in range(repeats):
+        order = list(variants) if rep % 2 == 0 else list(reversed(variants))
+        for name in order:
+            wall, cpu, failed[name] = _pass(variants[name], files)
+            times[name]["wall"].append(wall)
+            times[name]["cpu"].append(cpu)
+    out: dict[str, object] = {"files": len(files), "mb": size / 1e6, "repeats": repeats}
+    for name, t in times.items():
+        out[name] = {
+            "wall_s_median": statistics.median(t["wall"]),
+            "cpu_s_median": statistics.median(t["cpu"]),
+            "mb_per_s_wall": size / 1e6 / statistics.median(t["wall"]),
+            "mb_per_s_cpu": size / 1e6 / statistics.median(t["cpu"]),
+            "wall_s": t["wall"], "cpu_s": t["cpu"], "files_failed": failed[name],
+        }
+    if old is not None:
+        out["speedup_wall"] = statistics.median(times["old"]["wall"]) / statistics.median(
+            times["new"]["wall"])
+        out["speedup_cpu"] = statistics.median(times["old"]["cpu"]) / statistics.median(
+            times["new"]["cpu"])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("corpus", nargs="?", default=str(DEFAULT_CORPUS))
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--old-rev", default="HEAD", help="git revision of the parser to compare")
+    ap.add_argument("--no-old", action="store_true", help="time the current parser only")
+    ap.add_argument("--no-outcomes", action="store_true")
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args()
+    corpus = Path(args.corpus)
+    result: dict[str, object] = {}
+    if not args.no_outcomes:
+        result["outcomes"] = outcomes(corpus)
+        print(json.dumps(result["outcomes"], indent=2))
+    old = None if args.no_old else old_parser(args.old_rev)
+    result["speed"] = speed(corpus, args.repeats, old)
+    sp = result["speed"]
+    for name in ("new", "old"):
+        if name in sp:  # type: ignore[operator]
+            v = sp[name]  # type: ignore[index]
+            print(f"{name}: {sp['mb']:.0f} MB in {sp['files']} files, median "  # type: ignore[index]
+                  f"{v['wall_s_median']:.2f} s wall ({v['mb_per_s_wall']:.1f} MB/s), "
+                  f"{v['cpu_s_median']:.2f} s CPU ({v['mb_per_s_cpu']:.1f} MB/s); "
+                  f"{v['files_failed']} files raised ParseError")
+    if "speedup_cpu" in sp:  # type: ignore[operator]
+        print(f"new/old speed: {sp['speedup_wall']:.1f}x wall, "  # type: ignore[index]
+              f"{sp['speedup_cpu']:.1f}x CPU")  # type: ignore[index]
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

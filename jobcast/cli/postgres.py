@@ -1,0 +1,212 @@
+"""A private PostgreSQL server in a folder: what ``jobcast stack`` runs, and tests use.
+
+Rules:
+
+- Binaries: ``$JOBCAST_PG_BIN`` if set, else the folder holding ``initdb`` and ``pg_ctl`` on
+  PATH, else the newest ``/usr/lib/postgresql/<version>/bin`` (Debian's ``postgresql``).
+- The cluster lives in ``<root>/pgdata``, its log in ``<root>/logs/postgres.log``; it listens
+  on 127.0.0.1:<port> only, over TCP (no unix socket, so no path-length limit), and asks
+  for a password (SCRAM). The superuser is ``jobcast``; its password is drawn once at
+  ``initdb`` and kept in ``<root>/pg.password`` (mode 0600).
+- PostgreSQL refuses to run as root: as root the server runs as the ``postgres`` user
+  (``runuser``), which then owns ``pgdata`` and the log and must be able to enter ``root``.
+- ``fast`` (tests only): no fsync at initdb or at run time; a crash may lose the data.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+SUPERUSER = "jobcast"
+
+
+class PostgresUnavailable(RuntimeError):
+    """PostgreSQL's server programs are missing or the server cannot be run; says why."""
+
+
+def find_bin() -> Path:
+    """The folder holding ``initdb`` and ``pg_ctl`` (module rules)."""
+    if os.environ.get("JOBCAST_PG_BIN"):
+        folder = Path(os.environ["JOBCAST_PG_BIN"])
+        if (folder / "initdb").exists() and (folder / "pg_ctl").exists():
+            return folder
+        raise PostgresUnavailable(f"$JOBCAST_PG_BIN={folder} holds no initdb and pg_ctl")
+    initdb, pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+    if initdb and pg_ctl:
+        return Path(initdb).resolve().parent
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+                   key=lambda p: [int(x) for x in re.findall(r"\d+", p.parent.parent.name)])
+    if found:
+        return found[-1].parent
+    raise PostgresUnavailable("PostgreSQL server programs (initdb, pg_ctl) not found: install "
+                              "them (Debian/Ubuntu: apt-get install postgresql) or set "
+                              "$JOBCAST_PG_BIN to their folder")
+
+
+def _as_server_user() -> list[str]:
+    """The prefix that runs a command as the server's user (``postgres`` when we are root)."""
+    if os.geteuid() != 0:
+        return []
+    if not shutil.which("runuser"):
+        raise PostgresUnavailable("running as root without runuser: PostgreSQL refuses root")
+    try:
+        import pwd
+
+        pwd.getpwnam("postgres")
+    except KeyError:
+        raise PostgresUnavailable("running as root and there is no 'postgres' user to run "
+                                  "PostgreSQL as (it refuses root)") from None
+    return ["runuser", "-u", "postgres", "--"]
+
+
+@dataclass
+class LocalPostgres:
+    """One PostgreSQL cluster under ``root``, served on ``127.0.0.1:port`` (module rules)."""
+
+    root: Path
+    port: int
+    fast: bool = False
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root).resolve()
+
+    @property
+    def data(self) -> Path:
+        return self.root / "pgdata"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "logs" / "postgres.log"
+
+    @property
+    def password_file(self) -> Path:
+        return self.root / "pg.password"
+
+    def password(self) -> str:
+        return self.password_file.read_text(encoding="utf-8").strip()
+
+    def url(self, database: str = "postgres", driver: str = "psycopg") -> str:
+        """The SQLAlchemy URL of ``database`` (password included)."""
+        return (f"postgresql+{driver}://{SUPERUSER}:{self.password()}@127.0.0.1:{self.port}/"
+                f"{database}")
+
+    def initialised(self) -> bool:
+        return (self.data / "PG_VERSION").is_file() and self.password_file.is_file()
+
+    def _run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        argv = [*_as_server_user(), str(find_bin() / args[0]), *args[1:]]
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL, cwd="/")
+        except subprocess.TimeoutExpired:
+            raise PostgresUnavailable(f"{args[0]} did not finish in {timeout:.0f} s") from None
+
+    def _give_to_server_user(self, *paths: Path) -> None:
+        if _as_server_user():
+            for path in paths:
+                shutil.chown(path, "postgres", "postgres")
+
+    def init(self) -> bool:
+        """Create the cluster unless it exists; returns whether it was created."""
+        if self.initialised():
+            return False
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        if _as_server_user():
+            self.root.chmod(0o755)
+            check = subprocess.run([*_as_server_user(), "test", "-x", str(self.root)],
+                                   capture_output=True)
+            if check.returncode != 0:
+                raise PostgresUnavailable(
+                    f"the postgres user cannot enter {self.root} (a parent folder is "
+                    "private, e.g. /root): choose a folder it can reach, e.g. under /srv "
+                    "or /tmp")
+        if self.data.exists():
+            shutil.rmtree(self.data)  # a half-made cluster from an interrupted init
+        self.data.mkdir(mode=0o700)
+        password = secrets.token_urlsafe(18)
+        pwfile = self.root / ".initdb-password"
+        pwfile.write_text(password + "\n", encoding="utf-8")
+        self.log.touch()
+        self._give_to_server_user(self.data, pwfile, self.log)
+        args = ["initdb", "-D", str(self.data), "-U", SUPERUSER, f"--pwfile={pwfile}",
+                "--auth-host=scram-sha-256", "--auth-local=scram-sha-256", "-E", "UTF8",
+                "--locale=C"]
+        if self.fast:
+            args.append("--no-sync")
+        try:
+            done = self._run(*args)
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if done.returncode != 0:
+            raise PostgresUnavailable(f"initdb failed: {(done.stderr or done.stdout)[-800:]}")
+        self.password_file.write_text(password + "\n", encoding="utf-8")
+        self.password_file.chmod(0o600)
+        return True
+
+    def options(self) -> str:
+        opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories=''"
+        if self.fast:
+            opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        return opts
+
+    def running(self) -> bool:
+        return self.data.is_dir() and self._run("pg_ctl", "-D", str(self.data),
+                                                "status").returncode == 0
+
+    def start(self, timeout: float = 60) -> None:
+        """Start the server (initialised first if needed); returns once it accepts connections."""
+        self.init()
+        if self.running():
+            return
+        self.log.touch()
+        self._give_to_server_user(self.log)
+        done = self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w",
+                         "-t", str(int(timeout)), "-o", self.options(), "start",
+                         timeout=timeout + 30)
+        if done.returncode != 0:
+            tail = self.log.read_text(errors="replace")[-800:] if self.log.is_file() else ""
+            raise PostgresUnavailable(
+                f"PostgreSQL did not start on 127.0.0.1:{self.port}: "
+                f"{(done.stderr or done.stdout).strip()[-400:]} {tail}".strip())
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown: open sessions are ended); no-op when stopped."""
+        if self.running():
+            self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def pid(self) -> int | None:
+        pidfile = self.data / "postmaster.pid"
+        try:
+            return int(pidfile.read_text().split()[0]) if self.running() else None
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def create_database(self, name: str) -> bool:
+        """Create database ``name`` unless it exists; returns whether it was created."""
+        import psycopg
+
+        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+            raise ValueError(f"database name {name!r}: use lower-case letters, digits and _")
+        with psycopg.connect(host="127.0.0.1", port=self.port, user=SUPERUSER,
+                             password=self.password(), dbname="postgres",
+                             autocommit=True) as conn:
+            if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                            (name,)).fetchone():
+                return False
+            conn.execute(f'CREATE DATABASE "{name}"')
+            return True
+
+    def drop_database(self, name: str) -> None:
+        import psycopg
+
+        with psycopg.connect(host="127.0.0.1", port=self.port, user=SUPERUSER,
+                             password=self.password(), dbname="postgres",
+                             autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,0 +1,412 @@
+"""``jobcast stack up|down|status|logs``: the team stack on one machine, in one folder.
+
+Pieces (``--dir D``, default ``./jobcast-stack``):
+
+- ``postgres``: a private PostgreSQL (:mod:`jobcast.cli.postgres`) in ``D/pgdata``, created on
+  first use, on 127.0.0.1 only, with two databases: ``jobcast`` (the store) and ``mlflow``
+  (the tracking server's runs and model registry; separate because both use tables named
+  ``runs``).
+- ``mlflow``: ``mlflow server`` on the ``mlflow`` database, artifacts in ``D/artifacts`` (or
+  ``--artifacts-destination``, e.g. ``s3://bucket/path``), proxied by the server.
+- ``forecast``: ``jobcast serve`` of the registered forecaster's alias; started only once a
+  version holds the alias (``jobcast fit && jobcast register`` against the stack first), so a
+  second ``up`` starts it. To serve a newly promoted version: ``down --service forecast``
+  then ``up``.
+
+Rules: ``up`` starts what is not running and is safe to repeat; ports and options given to
+``up`` are kept in ``D/stack.json`` for later calls. Each process runs in its own session,
+its PID in ``D/run/<piece>.pid`` and its output in ``D/logs/<piece>.log``; ``down`` stops
+the process group (SIGTERM, then SIGKILL after 30 s). ``D/env`` (mode 0600) exports
+``JOBCAST_STORE`` and ``MLFLOW_TRACKING_URI`` for the stack: ``source D/env``. The store is
+created at the newest schema revision on first ``up``; an older store is reported (run
+``jobcast store upgrade``), never migrated here. Printed URLs hide the password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import typer
+
+from jobcast.cli.options import json_option
+from jobcast.cli.output import console, emit_json, fail
+
+PIECES = ("postgres", "mlflow", "forecast")
+DEFAULTS = {"pg_port": 5433, "mlflow_port": 5000, "serve_port": 5001, "host": "127.0.0.1",
+            "artifacts_destination": None, "name": "jobcast-forecaster", "alias": "champion"}
+STORE_DB, MLFLOW_DB = "jobcast", "mlflow"
+
+stack_app = typer.Typer(
+    help="Run the team stack on this machine: PostgreSQL, the MLflow tracking server and "
+         "the forecast server, in one folder.",
+    no_args_is_help=True,
+)
+DIR = typer.Option(Path("jobcast-stack"), "--dir", help="The stack's folder (data, logs, PIDs).")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``stack`` sub-command group to ``app``."""
+    app.add_typer(stack_app, name="stack")
+
+
+# -- the folder's state ----------------------------------------------------------------------
+
+
+def _config(folder: Path, save: bool = False, **given) -> dict:
+    """The stack's settings: defaults, then ``stack.json``, then the options given (not
+    None); ``save`` writes the result back."""
+    path = folder / "stack.json"
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        fail(f"{path}: unreadable stack settings ({exc}); fix or delete it")
+    config = {**DEFAULTS, **saved, **{k: v for k, v in given.items() if v is not None}}
+    if save:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+    return config
+
+
+def _postgres(folder: Path, config: dict):
+    from jobcast.cli.postgres import LocalPostgres
+
+    return LocalPostgres(folder, int(config["pg_port"]))
+
+
+def _tracking_uri(config: dict) -> str:
+    host = "127.0.0.1" if config["host"] in ("0.0.0.0", "::") else config["host"]
+    return f"http://{host}:{config['mlflow_port']}"
+
+
+def _serve_url(config: dict) -> str:
+    host = "127.0.0.1" if config["host"] in ("0.0.0.0", "::") else config["host"]
+    return f"http://{host}:{config['serve_port']}"
+
+
+def _pid_file(folder: Path, piece: str) -> Path:
+    return folder / "run" / f"{piece}.pid"
+
+
+def _log(folder: Path, piece: str) -> Path:
+    return folder / "logs" / f"{piece}.log"
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our own child that has exited: reap it
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError, IndexError):
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+def _running_pid(folder: Path, piece: str) -> int | None:
+    try:
+        pid = int(_pid_file(folder, piece).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _alive(pid) else None
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+# -- starting and stopping -------------------------------------------------------------------
+
+
+def _spawn(folder: Path, piece: str, argv: list[str], env: dict[str, str]) -> int:
+    log = _log(folder, piece)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    _pid_file(folder, piece).parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, cwd=folder,
+                                start_new_session=True)
+    _pid_file(folder, piece).write_text(f"{proc.pid}\n", encoding="utf-8")
+    return proc.pid
+
+
+def _wait_until(url: str, pid: int, piece: str, folder: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _answers(url):
+            return
+        if not _alive(pid):
+            tail = _tail(_log(folder, piece), 15)
+            fail(f"{piece} exited before answering on {url}; the end of its log "
+                 f"({_log(folder, piece)}):\n{tail}")
+        time.sleep(0.5)
+    fail(f"{piece} did not answer on {url} within {timeout:.0f} s; see {_log(folder, piece)}")
+
+
+def _stop_group(folder: Path, piece: str) -> bool:
+    """Stop a piece's process group; returns whether something was running."""
+    pid = _running_pid(folder, piece)
+    _pid_file(folder, piece).unlink(missing_ok=True)
+    if pid is None:
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    # children the leader left behind (e.g. uvicorn workers) share its group
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    return True
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["MLFLOW_DISABLE_TELEMETRY"] = "true"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
+    for key in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_RUN_ID"):
+        env.pop(key, None)
+    return env
+
+
+def _write_env(folder: Path, store_url: str, config: dict) -> Path:
+    path = folder / "env"
+    path.write_text(f"export JOBCAST_STORE='{store_url}'\n"
+                    f"export MLFLOW_TRACKING_URI='{_tracking_uri(config)}'\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+def _start_postgres(folder: Path, config: dict) -> str | None:
+    """Start PostgreSQL and make both databases; returns a note on the store's schema."""
+    from ingest.store import SchemaVersionError, Store
+    from jobcast.cli.postgres import PostgresUnavailable
+
+    pg = _postgres(folder, config)
+    try:
+        pg.start()
+        for name in (STORE_DB, MLFLOW_DB):
+            pg.create_database(name)
+    except PostgresUnavailable as exc:
+        fail(str(exc))
+    _write_env(folder, pg.url(STORE_DB), config)
+    try:
+        Store(pg.url(STORE_DB)).engine.dispose()  # an empty store is created at the newest
+    except SchemaVersionError as exc:
+        return str(exc)
+    return None
+
+
+def _start_mlflow(folder: Path, config: dict) -> None:
+    if _running_pid(folder, "mlflow") is not None:
+        return
+    pg = _postgres(folder, config)
+    destination = config["artifacts_destination"] or str((folder / "artifacts").resolve())
+    env = _child_env()
+    env["MLFLOW_BACKEND_STORE_URI"] = pg.url(MLFLOW_DB)  # in the environment, not in `ps`
+    argv = [sys.executable, "-m", "mlflow", "server", "--artifacts-destination", destination,
+            "--host", config["host"], "--port", str(config["mlflow_port"]), "--workers", "1"]
+    pid = _spawn(folder, "mlflow", argv, env)
+    _wait_until(f"{_tracking_uri(config)}/health", pid, "mlflow", folder, timeout=180)
+
+
+def _start_forecast(folder: Path, config: dict) -> str | None:
+    """Start the forecast server if a version holds the alias; else say why not."""
+    if _running_pid(folder, "forecast") is not None:
+        return None
+    from jobcast.mlops.registry import RegistryError, resolve_model_uri
+
+    tracking = _tracking_uri(config)
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    try:
+        resolve_model_uri(config["name"], config["alias"], None, tracking)
+    except RegistryError:
+        return (f"not started: no version of {config['name']!r} holds alias "
+                f"{config['alias']!r} yet; run `jobcast fit` and `jobcast register` with "
+                f"--tracking-uri {tracking}, then `jobcast stack up` again")
+    argv = [sys.executable, "-m", "jobcast", "serve", "--port", str(config["serve_port"]),
+            "--host", config["host"], "--tracking-uri", tracking, "--name", config["name"],
+            "--alias", config["alias"]]
+    pid = _spawn(folder, "forecast", argv, _child_env())
+    _wait_until(f"{_serve_url(config)}/ping", pid, "forecast", folder, timeout=240)
+    return None
+
+
+# -- status ----------------------------------------------------------------------------------
+
+
+def _status(folder: Path, notes: dict[str, str] | None = None) -> dict:
+    from sqlalchemy.engine import make_url
+
+    config = _config(folder)
+    notes = notes or {}
+    pg = _postgres(folder, config)
+    pieces = []
+    pg_running = pg.initialised() and pg.running()
+    pg_url = (make_url(pg.url(STORE_DB)).render_as_string(hide_password=True)
+              if pg.initialised() else None)
+    pieces.append({"name": "postgres", "running": pg_running,
+                   "pid": pg.pid() if pg_running else None, "url": pg_url,
+                   "log": str(pg.log), "note": notes.get("postgres", "")})
+    for piece, url, probe in (("mlflow", _tracking_uri(config), "/health"),
+                              ("forecast", _serve_url(config), "/ping")):
+        pid = _running_pid(folder, piece)
+        running = pid is not None and _answers(url + probe)
+        pieces.append({"name": piece, "running": running, "pid": pid, "url": url,
+                       "log": str(_log(folder, piece)), "note": notes.get(piece, "")})
+    return {"dir": str(folder.resolve()), "env": str((folder / "env").resolve()),
+            "pieces": pieces}
+
+
+def _print_status(status: dict) -> None:
+    from rich.table import Table
+
+    table = Table("piece", "state", "pid", "url", "log")
+    for p in status["pieces"]:
+        state = "[green]running[/green]" if p["running"] else "[red]stopped[/red]"
+        table.add_row(p["name"], state, str(p["pid"] or ""), p["url"] or "", p["log"])
+    console.print(table)
+    for p in status["pieces"]:
+        if p["note"]:
+            console.print(f"[yellow]{p['name']}[/yellow]: {p['note']}", highlight=False,
+                          soft_wrap=True)
+    console.print(f"environment for jobcast commands: source {status['env']}", highlight=False,
+                  soft_wrap=True)
+
+
+def _tail(path: Path, lines: int) -> str:
+    if not path.is_file():
+        return "(no log yet)"
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - 200 * lines))
+        text = f.read().decode("utf-8", errors="replace")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _pieces(service: list[str] | None) -> list[str]:
+    chosen = service or list(PIECES)
+    unknown = [s for s in chosen if s not in PIECES]
+    if unknown:
+        fail(f"--service {unknown[0]!r}: choose from {', '.join(PIECES)}")
+    return chosen
+
+
+SERVICE = typer.Option(None, "--service", help="Only this piece (repeat): postgres, mlflow, "
+                       "forecast.")
+
+
+# -- commands --------------------------------------------------------------------------------
+
+
+@stack_app.command("up")
+def up_command(
+    folder: Path = DIR,
+    pg_port: int | None = typer.Option(None, "--pg-port", min=1, max=65535,
+                                       help="PostgreSQL port (default 5433; kept)."),
+    mlflow_port: int | None = typer.Option(None, "--mlflow-port", min=1, max=65535,
+                                           help="Tracking server port (default 5000; kept)."),
+    serve_port: int | None = typer.Option(None, "--serve-port", min=1, max=65535,
+                                          help="Forecast server port (default 5001; kept)."),
+    host: str | None = typer.Option(None, "--host", help="Interface of the tracking and "
+                                    "forecast servers (default 127.0.0.1; kept)."),
+    artifacts_destination: str | None = typer.Option(
+        None, "--artifacts-destination",
+        help="Where the tracking server keeps artifacts (default D/artifacts; s3://, gs:// "
+             "work with their client libraries installed; kept)."),
+    name: str | None = typer.Option(None, "--name", help="Registered model to serve."),
+    alias: str | None = typer.Option(None, "--alias", help="Alias to serve (default champion)."),
+    as_json: bool = json_option("Print the status of each piece as JSON."),
+) -> None:
+    """Start PostgreSQL, the tracking server and the forecast server (what is not running)."""
+    folder = folder.resolve()
+    config = _config(folder, save=True, pg_port=pg_port, mlflow_port=mlflow_port,
+                     serve_port=serve_port, host=host,
+                     artifacts_destination=artifacts_destination, name=name, alias=alias)
+    notes: dict[str, str] = {}
+    store_note = _start_postgres(folder, config)
+    if store_note:
+        notes["postgres"] = store_note
+    _start_mlflow(folder, config)
+    forecast_note = _start_forecast(folder, config)
+    if forecast_note:
+        notes["forecast"] = forecast_note
+    status = _status(folder, notes)
+    if as_json:
+        emit_json(status)
+    else:
+        _print_status(status)
+
+
+@stack_app.command("down")
+def down_command(
+    folder: Path = DIR,
+    service: list[str] | None = SERVICE,
+    as_json: bool = json_option("Print the status of each piece as JSON."),
+) -> None:
+    """Stop the stack's pieces (forecast server, tracking server, then PostgreSQL)."""
+    folder = folder.resolve()
+    chosen = _pieces(service)
+    for piece in ("forecast", "mlflow"):
+        if piece in chosen:
+            _stop_group(folder, piece)
+    if "postgres" in chosen:
+        pg = _postgres(folder, _config(folder))
+        if pg.initialised():
+            pg.stop()
+    status = _status(folder)
+    if as_json:
+        emit_json(status)
+    else:
+        _print_status(status)
+
+
+@stack_app.command("status")
+def status_command(
+    folder: Path = DIR,
+    as_json: bool = json_option("Print each piece: running, pid, url, log."),
+) -> None:
+    """Show each piece of the stack: running or not, its PID, URL and log."""
+    if not folder.is_dir():
+        fail(f"no stack in {folder}: start one with `jobcast stack up --dir {folder}`")
+    status = _status(folder.resolve())
+    if as_json:
+        emit_json(status)
+    else:
+        _print_status(status)
+
+
+@stack_app.command("logs")
+def logs_command(
+    folder: Path = DIR,
+    service: list[str] | None = SERVICE,
+    lines: int = typer.Option(40, "--lines", "-n", min=1, help="Lines from the end of each."),
+) -> None:
+    """Print the end of each piece's log."""
+    folder = folder.resolve()
+    for piece in _pieces(service):
+        path = _log(folder, piece)
+        console.print(f"[bold]== {piece}: {path}[/bold]", highlight=False, soft_wrap=True)
+        console.print(_tail(path, lines), highlight=False, markup=False, soft_wrap=True)

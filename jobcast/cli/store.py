@@ -1,0 +1,112 @@
+"""``jobcast store``: the store's schema revision (``version``) and its migration (``upgrade``).
+
+Rules (the schema's are in :mod:`ingest.migrations`):
+
+- Every other command opens a store at the code's revision only; a store made by an older
+  jobcast is refused until ``jobcast store upgrade`` migrates it. This holds for SQLite files
+  and PostgreSQL alike: nothing is migrated implicitly.
+- ``upgrade`` runs the missing revisions in one locked transaction (all or none); it is a
+  no-op on a current store, builds an empty database at the newest revision, and refuses a
+  store made by a newer jobcast.
+- ``version`` exits 0 when the store is current or empty (created on first use), 1 when it
+  needs ``upgrade`` or a newer jobcast (so a service unit or cron job can check first).
+- URLs are printed without their password.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from jobcast.cli.options import STORE, json_option
+from jobcast.cli.output import console, emit_json, fail
+
+store_app = typer.Typer(
+    help="The store's schema: show its revision, migrate it to this jobcast's.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``store`` sub-command group to ``app``."""
+    app.add_typer(store_app, name="store")
+
+
+def shown(url: str) -> str:
+    """``url`` without its password."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL at all: show it as given, it holds no parsed password
+        return url
+
+
+def _engine(url: str | None):
+    from ingest.store import make_engine, store_url
+
+    resolved = store_url(url)
+    try:
+        return resolved, make_engine(resolved)
+    except Exception as exc:  # bad URL, missing driver
+        fail(f"cannot open store {shown(resolved)}: {exc}")
+
+
+@store_app.command("version")
+def version_command(
+    store: str | None = STORE,
+    as_json: bool = json_option("Print the store, its revision, this jobcast's and the status."),
+) -> None:
+    """Show the store's schema revision against this jobcast's (exit 1 if they differ)."""
+    from ingest.migrations import HEAD, REVISIONS, SchemaVersionError, state
+
+    url, engine = _engine(store)
+    try:
+        found = state(engine)
+    except SchemaVersionError as exc:
+        fail(f"store {shown(url)}: {exc}")
+    except Exception as exc:  # unreachable server, unreadable file
+        fail(f"cannot open store {shown(url)}: {getattr(exc, 'orig', None) or exc}")
+    finally:
+        engine.dispose()
+    advice = {
+        "current": "up to date",
+        "empty": "empty: created at this revision on first use",
+        "outdated": "older than this jobcast: run `jobcast store upgrade`",
+        "newer": "made by a newer jobcast: upgrade jobcast to use it",
+    }[found.status]
+    if as_json:
+        emit_json({"store": shown(url), "revision": found.revision, "head": HEAD,
+                   "status": found.status, "revisions": list(REVISIONS)})
+    else:
+        console.print(f"store {shown(url)}: revision {found.revision or '(none)'}, this jobcast "
+                      f"reads {HEAD}: {advice}", highlight=False, soft_wrap=True)
+    raise typer.Exit(0 if found.status in ("current", "empty") else 1)
+
+
+@store_app.command("upgrade")
+def upgrade_command(
+    store: str | None = STORE,
+    as_json: bool = json_option("Print the store and its revision before and after."),
+) -> None:
+    """Migrate the store to this jobcast's schema revision (data kept; all steps or none)."""
+    from ingest.migrations import SchemaVersionError, upgrade
+
+    url, engine = _engine(store)
+    try:
+        before, after = upgrade(engine)
+    except SchemaVersionError as exc:
+        fail(f"store {shown(url)}: {exc}")
+    except Exception as exc:  # unreachable server, a migration the database refused
+        reason = getattr(exc, "orig", None) or exc
+        fail(f"cannot upgrade store {shown(url)} (nothing changed): {reason}")
+    finally:
+        engine.dispose()
+    if as_json:
+        emit_json({"store": shown(url), "from": before, "to": after,
+                   "changed": before != after})
+    elif before == after:
+        console.print(f"store {shown(url)} is already at revision {after}", highlight=False,
+                      soft_wrap=True)
+    else:
+        console.print(f"upgraded store {shown(url)} from revision {before or '(empty)'} to "
+                      f"{after}", highlight=False, soft_wrap=True)

@@ -1,0 +1,416 @@
+"""The hybrid route: time versus batch size from the layerwise forecast, level from history.
+
+One or two batch sizes of history cannot tell per-step from per-sample cost; the layerwise
+forecast of the same network on the same hardware knows how a step grows with the batch. The
+hybrid takes that shape and calibrates it on the key's runs (docs/batch-hybrid.md). Rules:
+
+* **History** of the end-to-end model that answered (same network, deployment, phase, stack,
+  variant, system): each run's seconds per step is the slope of its cumulative progress
+  curve after its first point (warm-up left out), its one-off cost the curve's intercept
+  (at least 0); per batch size the median over runs. Without a store, the fitted model's
+  per-step time at the ends of its batch range stands in (and its constant).
+* **Shape**: the layerwise step at batch B is O + V(B): O does not depend on the batch (the
+  composition's per-step and per-kernel overhead, plus the gradient all-reduce of a
+  data-parallel step), V(B) is the priced layers' sum. A training step prices the request's
+  optimizer (``sgd`` when none), the test phase a forward pass. The shape is that of the
+  framework the history ran (:func:`shape_framework`: its stack's words; Caffe calls one
+  cuDNN/cuBLAS kernel per layer without a graph runtime, so it takes the eager ``pytorch``
+  composition), the request's framework where the stack names none.
+* **Scale** (:class:`BatchShapeCalibrator`): the history's ratio to the layerwise step,
+  ln(history / (O + V(b))) at each observed batch size b, interpolated in ln batch between
+  them and held at the nearest beyond them: step(B) = ratio(B) x (O + V(B)). One batch size
+  gives one ratio; two or more let the history correct the shape between them and keep the
+  nearest correction outside. Mode ``split`` (measured, not the default) fits a per-step and
+  a per-sample scale instead, step = a O + c V(B), non-negative, on relative errors.
+* **Interval** (90 %), symmetric in log time, half-width the root sum of squares of: the
+  history's residual (between-run spread at one batch size, a t-quantile; at least
+  :data:`HISTORY_FLOOR`), the split fit's residual, and the shape uncertainty, which grows
+  with the distance to the nearest observed batch size: ``shape_rate x |ln(B / b)|``.
+  ``shape_rate`` is the prior :data:`SHAPE_RATE_90`, or the fastest rate at which the
+  history's own ratios drift between neighbouring batch sizes where that is larger.
+* **When** (:meth:`HybridRoute.answer`): the end-to-end route answered from history that
+  lacks the request's batch size, and that history has at most two distinct batch sizes or
+  the batch lies outside them; the network has a shipped spec (:func:`priced`: no
+  TensorFlow at forecast time). Evaluation passes (``eval_every``) stay end-to-end.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+from sklearn.base import BaseEstimator, clone
+
+from ingest.store import Store
+from jobcast.service.forecast import Forecast, Route
+from jobcast.service.request import JobRequest
+from jobcast.service.routes import LAYERWISE_MODEL, EndToEndRoute, LayerwiseRoute, RouteMiss
+from layerwise import zoo
+from models.dataset import progress_points, stack_key
+from models.e2e import FittedModel
+
+# The ``split`` mode needs batch sizes spanning at least this factor (closer ones cannot tell a
+# per-step from a per-sample scale). It is not the default: from two batch sizes it fits both
+# scales exactly and turns run-to-run noise into shape (on the CaffeNet logs the split from
+# 128 + 512 doubled the error at batch 1 and 32: docs/batch-hybrid.md).
+MIN_SPLIT_SPAN = 2.0
+# Prior 90 % shape uncertainty, in log time per e-fold of batch size: the 90 % quantile of
+# |ln(t(b2)/t(b1)) - ln(L(b2)/L(b1))| / |ln(b2/b1)| of the shipped layerwise forecast L against
+# 28 measured whole-network training steps (7 networks x 4 precisions, batch 32, 64, 128, H100,
+# layerwise/data/measured/*_networks.csv); `python benchmarks/batch_hybrid.py --shape-prior`.
+SHAPE_RATE_90 = 0.51
+HISTORY_FLOOR = 0.02  # the history's relative half-width is never below 2 %
+MAX_DISTINCT = 2  # history with more distinct batch sizes interpolates end-to-end
+# Words of a software stack -> the layerwise framework whose composition runs it the same way.
+STACK_FRAMEWORKS = {"caffe": "pytorch", "pytorch": "pytorch", "torch": "pytorch",
+                    "tensorflow": "tensorflow", "tf": "tensorflow", "keras": "tensorflow"}
+
+
+@dataclass(frozen=True)
+class BatchObservation:
+    """The history at one batch size: median seconds per step over ``runs`` runs."""
+
+    batch_size: int
+    step_seconds: float
+    runs: int
+    log_sd: float  # between-run standard deviation of ln(step seconds); nan for one run
+
+
+@dataclass(frozen=True)
+class History:
+    """A key's history by batch size, its one-off seconds per run, and where it came from."""
+
+    observations: tuple[BatchObservation, ...]
+    const_seconds: float
+    source: str  # "runs" (the store's progress points) or "model" (the fitted model)
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return tuple(o.batch_size for o in self.observations)
+
+
+def priced(req: JobRequest) -> bool:
+    """Whether the layerwise route prices the request's network without TensorFlow: a shipped
+    zoo spec at its own image size (anything else would build a Keras model per process)."""
+    name = zoo.lookup(req.network)
+    return name is not None and req.image_size in (None, zoo.load(name).image_size)
+
+
+def shape_framework(stack: str | None, requested: str) -> str:
+    """The layerwise framework of a history's stack (first word found in
+    :data:`STACK_FRAMEWORKS`), else ``requested``."""
+    for word in re.split(r"[^a-z0-9]+", stack_key(stack)):
+        if word in STACK_FRAMEWORKS:
+            return STACK_FRAMEWORKS[word]
+    return requested
+
+
+def _run_rate(run: pd.DataFrame) -> tuple[float, float] | None:
+    """(seconds per step, one-off seconds) of one run's cumulative curve (see module rules)."""
+    run = run.sort_values("iterations")
+    it, sec = run["iterations"].to_numpy(float), run["seconds"].to_numpy(float)
+    if len(it) >= 2 and it[-1] > it[0] and sec[-1] > sec[0]:
+        rate = (sec[-1] - sec[0]) / (it[-1] - it[0])
+    else:
+        rate = sec[-1] / it[-1] if it[-1] > 0 else math.nan
+    if not (math.isfinite(rate) and rate > 0):
+        return None
+    return rate, max(0.0, float(sec[-1] - rate * it[-1]))
+
+
+def history_from_points(points: pd.DataFrame) -> History | None:
+    """The history of one key's progress points (rows of one network, deployment, phase,
+    stack, ...); None when no run gives a positive rate."""
+    per_batch: dict[int, list[float]] = {}
+    consts: list[float] = []
+    for _, run in points.groupby("run_id", sort=True):
+        found = _run_rate(run)
+        if found is None:
+            continue
+        per_batch.setdefault(int(run["batch_size"].iloc[0]), []).append(found[0])
+        consts.append(found[1])
+    if not per_batch:
+        return None
+    obs = tuple(
+        BatchObservation(b, float(np.median(r)), len(r),
+                         float(np.std(np.log(r), ddof=1)) if len(r) > 1 else math.nan)
+        for b, r in sorted(per_batch.items()))
+    return History(obs, float(np.median(consts)), "runs")
+
+
+def history_from_model(model: FittedModel) -> History:
+    """The fitted model's per-step seconds at the ends of its batch range (no store)."""
+    est = model.estimator
+    coef = dict(zip(est.terms_, (float(c) for c in est.coef_), strict=True))
+    obs = []
+    for b in sorted({int(round(v)) for v in est.batch_range_}):
+        step = coef.get("iterations", 0.0) + coef.get("samples", 0.0) * b
+        if step > 0 and math.isfinite(step):
+            obs.append(BatchObservation(b, step, int(est.n_runs_), math.nan))
+    return History(tuple(obs), max(0.0, coef.get("const", 0.0)), "model")
+
+
+def _rms(resid: np.ndarray, n_params: int) -> float:
+    """Root mean square of log residuals over their degrees of freedom (0 without any)."""
+    dof = len(resid) - n_params
+    return float(np.sqrt(np.sum(np.asarray(resid) ** 2) / dof)) if dof > 0 else 0.0
+
+
+class BatchShapeCalibrator(BaseEstimator):
+    """The layerwise step shape calibrated on history (see the module rules).
+
+    ``fit(X, y)``: X has ``batch_size``, ``overhead_s`` (O), ``variable_s`` (V), ``runs`` and
+    ``log_sd`` per observed batch size; y the observed seconds per step. ``predict_interval(X)``
+    (``batch_size``, ``overhead_s``, ``variable_s``) gives ``seconds``, ``low``, ``high`` per step,
+    the log distance ``distance`` to the nearest observed batch size and ``log_half_width``.
+    ``mode`` ``ratio`` (default) or ``split`` (falls back to ``ratio`` where the history has
+    fewer than two batch sizes :data:`MIN_SPLIT_SPAN` apart, or the fit gives no layer scale).
+    """
+
+    def __init__(self, mode: str = "ratio", min_split_span: float = MIN_SPLIT_SPAN,
+                 shape_rate: float = SHAPE_RATE_90, history_floor: float = HISTORY_FLOOR,
+                 coverage: float = 0.9):
+        self.mode = mode
+        self.min_split_span = min_split_span
+        self.shape_rate = shape_rate
+        self.history_floor = history_floor
+        self.coverage = coverage
+
+    def fit(self, X: pd.DataFrame, y: Any) -> BatchShapeCalibrator:
+        if self.mode not in ("ratio", "split"):
+            raise ValueError(f"mode must be ratio or split, got {self.mode!r}")
+        order = np.argsort(X["batch_size"].to_numpy(float), kind="stable")
+        X = X.iloc[order]
+        b = X["batch_size"].to_numpy(float)
+        o, v = X["overhead_s"].to_numpy(float), X["variable_s"].to_numpy(float)
+        y = np.asarray(y, float)[order]
+        runs = X["runs"].to_numpy(float) if "runs" in X else np.ones(len(y))
+        if len(y) == 0 or not np.all(np.isfinite([*b, *o, *v, *y])) or np.any(y <= 0) \
+                or np.any(b <= 0) or np.any(v <= 0) or np.any(o < 0) \
+                or len(np.unique(b)) != len(b):
+            raise ValueError("the hybrid needs one positive, finite history and layerwise step "
+                             "per distinct batch size")
+        self.batch_sizes_ = tuple(int(x) for x in b)
+        self.log_ratios_ = tuple(float(r) for r in np.log(y / (o + v)))
+        self.mode_, self.alpha_, self.gamma_, self.fit_log_rms_ = "ratio", math.nan, math.nan, 0.0
+        if self.mode == "split" and len(y) >= 2 and b[-1] / b[0] >= self.min_split_span:
+            w = np.sqrt(runs)
+            coef, _ = optimize.nnls(np.column_stack([o / y, v / y]) * w[:, None], w)
+            if coef[1] > 0:
+                self.mode_, self.alpha_, self.gamma_ = "split", float(coef[0]), float(coef[1])
+                self.fit_log_rms_ = _rms(np.log(y) - np.log(coef[0] * o + coef[1] * v), 2)
+        # how fast the history's ratio to the layerwise shape drifts between its batch sizes
+        lr = np.asarray(self.log_ratios_)
+        drift = list(np.abs(np.diff(lr)) / np.diff(np.log(b)))
+        self.observed_shape_rate_ = float(max(drift, default=0.0))
+        self.shape_rate_ = max(float(self.shape_rate), self.observed_shape_rate_)
+        self.history_log_half_ = self._history_half(X, runs)
+        return self
+
+    def _history_half(self, X: pd.DataFrame, runs: np.ndarray) -> float:
+        """Log half-width of the history: a t-interval on the pooled between-run spread."""
+        sd = X["log_sd"].to_numpy(float) if "log_sd" in X else np.full(len(runs), math.nan)
+        df = np.where(np.isfinite(sd), runs - 1, 0)
+        half = math.log1p(self.history_floor)
+        if df.sum() > 0:
+            pooled = math.sqrt(float(np.sum(np.where(df > 0, sd**2 * df, 0.0)) / df.sum()))
+            t = float(stats.t.ppf(0.5 + self.coverage / 2, df=df.sum()))
+            half = max(half, t * pooled * math.sqrt(1 + 1 / max(runs.sum(), 1)))
+        return half
+
+    def log_ratio(self, batch: np.ndarray) -> np.ndarray:
+        """ln(history / layerwise) at ``batch``: interpolated in ln batch between the observed
+        batch sizes, the nearest one's beyond them."""
+        return np.interp(np.log(np.asarray(batch, float)),
+                         np.log(np.asarray(self.batch_sizes_, float)), self.log_ratios_)
+
+    def predict_interval(self, X: pd.DataFrame) -> pd.DataFrame:
+        b = X["batch_size"].to_numpy(float)
+        o, v = X["overhead_s"].to_numpy(float), X["variable_s"].to_numpy(float)
+        if self.mode_ == "split":
+            step = self.alpha_ * o + self.gamma_ * v
+        else:
+            step = np.exp(self.log_ratio(b)) * (o + v)
+        seen = np.log(np.asarray(self.batch_sizes_, float))
+        distance = np.min(np.abs(np.log(b)[:, None] - seen[None, :]), axis=1)
+        half = np.sqrt(self.history_log_half_**2 + self.fit_log_rms_**2
+                       + (self.shape_rate_ * distance) ** 2)
+        return pd.DataFrame({"seconds": step, "low": step / np.exp(half),
+                             "high": step * np.exp(half), "distance": distance,
+                             "log_half_width": half}, index=X.index)
+
+    def describe(self) -> dict[str, Any]:
+        """The fitted scales and interval terms (JSON-ready; NaN scales as None)."""
+        def num(x: float) -> float | None:
+            return None if math.isnan(x) else x
+
+        return {"mode": self.mode_, "ratios": {b: math.exp(r) for b, r
+                                               in zip(self.batch_sizes_, self.log_ratios_,
+                                                      strict=True)},
+                "overhead_scale": num(self.alpha_), "layer_scale": num(self.gamma_),
+                "shape_rate": self.shape_rate_, "observed_shape_rate": self.observed_shape_rate_,
+                "history_log_half_width": self.history_log_half_,
+                "fit_log_rms": self.fit_log_rms_}
+
+
+class _KeyStore:
+    """The store's runs of one network and deployment, for ``progress_points``."""
+
+    def __init__(self, store: Store, network: str, deployment: str):
+        self.store, self.network, self.deployment = store, network, deployment
+
+    def runs(self, network: str | None = None, deployment: str | None = None) -> list:
+        return self.store.runs(network or self.network, deployment or self.deployment)
+
+    def segments(self, run_ids: list[int] | None = None) -> list[dict]:
+        return self.store.segments(run_ids)
+
+
+def key_points(points: pd.DataFrame, model: FittedModel) -> pd.DataFrame:
+    """The progress points of the model's key (its sources, phase, stack, variant, system)."""
+    keep = (points["network"].eq(model.network) & points["deployment"].eq(model.deployment)
+            & points["phase"].eq(model.phase)
+            & points["stack"].map(stack_key).eq(stack_key(model.stack))
+            & points["source"].isin(set(model.sources)))
+    variant = getattr(model, "variant", None)
+    if variant is not None and "variant" in points:
+        keep &= points["variant"].eq(variant)
+    system = getattr(model, "system", "")
+    if system and "system" in points:
+        keep &= points["system"].eq(system)
+    return points[keep]
+
+
+class HybridRoute:
+    """Layerwise shape x history scale, where history lacks the batch size (module rules)."""
+
+    name = Route.HYBRID
+
+    def __init__(self, layerwise: LayerwiseRoute, end_to_end: EndToEndRoute,
+                 store: Store | None = None, framework: str | None = None,
+                 calibrator: BatchShapeCalibrator | None = None):
+        """``framework`` fixes the shape's framework (None: :func:`shape_framework`);
+        ``calibrator`` is the unfitted estimator to clone per forecast (default settings)."""
+        self.layerwise = layerwise
+        self.end_to_end = end_to_end
+        self.store = store
+        self.framework = framework
+        self.calibrator = calibrator
+        self._points: dict[tuple[str, str], pd.DataFrame] = {}
+
+    def history(self, model: FittedModel) -> History:
+        """The model key's history: from the store's runs, else from the model itself."""
+        if self.store is not None:
+            where = (model.network, model.deployment)
+            if where not in self._points:
+                self._points[where] = progress_points(_KeyStore(self.store, *where))
+            found = history_from_points(key_points(self._points[where], model))
+            if found is not None:
+                return found
+        return history_from_model(model)
+
+    def answer(self, req: JobRequest, result: Forecast) -> Forecast | None:
+        """The hybrid forecast where it applies to an end-to-end answer (see ``When``), else
+        None (also when the layerwise route cannot price the network)."""
+        model = self.end_to_end.model_of(result)
+        if model is None or req.eval_every or req.batch_size is None or not priced(req):
+            return None
+        try:
+            history = self.history(model)
+            seen = history.batch_sizes
+            if not seen or req.batch_size in seen:
+                return None
+            inside = min(seen) < req.batch_size < max(seen)
+            if inside and len(seen) > MAX_DISTINCT:
+                return None
+            return self._forecast(req, model, history, result)
+        except (RouteMiss, LookupError, ValueError):
+            return None
+
+    def forecast(self, req: JobRequest) -> Forecast:
+        """The hybrid forecast of a request whose key the end-to-end route knows (RouteMiss
+        otherwise); answers also at batch sizes history has."""
+        result = self.end_to_end.forecast(req)
+        model = self.end_to_end.model_of(result)
+        if model is None:
+            raise RouteMiss("the end-to-end answer names no fitted model of this key")
+        try:
+            return self._forecast(req, model, self.history(model), result)
+        except (LookupError, ValueError) as exc:
+            raise RouteMiss(f"no hybrid forecast: {exc}") from None
+
+    def shape(self, req: JobRequest, batches: list[int], framework: str) -> pd.DataFrame:
+        """Layerwise O and V (seconds) of one step at each batch size."""
+        if req.phase == "test":
+            optimizer = "none"
+        else:
+            optimizer = req.optimizer if req.optimizer not in (None, "", "none") else "sgd"
+        rows = []
+        for b in batches:
+            one = replace(req, batch_size=int(b), iterations=1, epochs=None, dataset_size=None,
+                          eval_every=None, eval_size=None, optimizer=optimizer,
+                          framework=framework)
+            d = self.layerwise.forecast(one, "hybrid shape").details
+            step = float(d["batch_seconds"])
+            single = float(d.get("single_device_batch_seconds", step))
+            variable = single - float(d.get("step_overhead_ms", 0.0)) / 1000.0
+            rows.append({"batch_size": int(b), "overhead_s": max(step - variable, 0.0),
+                         "variable_s": variable, "layerwise_s": step})
+        return pd.DataFrame(rows)
+
+    def _forecast(self, req: JobRequest, model: FittedModel, history: History,
+                  result: Forecast) -> Forecast:
+        steps = _steps(req)
+        obs = pd.DataFrame([o.__dict__ for o in history.observations])
+        framework = self.framework or shape_framework(model.stack, req.framework)
+        batches = sorted({*history.batch_sizes, int(req.batch_size)})
+        shapes = self.shape(req, batches, framework)
+        fit_x = obs.merge(shapes, on="batch_size")
+        cal = clone(self.calibrator) if self.calibrator is not None else BatchShapeCalibrator()
+        cal.fit(fit_x, fit_x["step_seconds"])
+        target = shapes[shapes["batch_size"] == int(req.batch_size)]
+        out = cal.predict_interval(target).iloc[0]
+        const = history.const_seconds
+        seconds = const + steps * float(out["seconds"])
+        factor = math.exp(float(out["log_half_width"]))
+        low, high = seconds / factor, seconds * factor
+        if not all(math.isfinite(x) and x > 0 for x in (seconds, low, high)):
+            raise ValueError("the hybrid gave a non-finite or non-positive forecast")
+        details = {
+            "models": {"end_to_end": model.model_id, "layerwise": LAYERWISE_MODEL},
+            "phase": req.phase,
+            "iterations": steps,
+            "step_seconds": float(out["seconds"]),
+            "const_seconds": const,
+            "hybrid": {
+                **cal.describe(),
+                "shape_framework": framework,
+                "history_source": history.source,
+                "history": [{"batch_size": o.batch_size, "step_seconds": o.step_seconds,
+                             "runs": o.runs} for o in history.observations],
+                "layerwise_step_seconds": {int(r.batch_size): float(r.layerwise_s)
+                                           for r in shapes.itertuples()},
+                "layerwise_overhead_s": float(target["overhead_s"].iloc[0]),
+                "batch_log_distance": float(out["distance"]),
+            },
+            "end_to_end": {"seconds": result.seconds, "low": result.low, "high": result.high},
+            "why_hybrid": (f"batch size {req.batch_size} is not among the history's "
+                           f"{', '.join(str(b) for b in history.batch_sizes)}"),
+        }
+        return Forecast(job=req, seconds=seconds, low=low, high=high, route=self.name,
+                        model=f"{model.model_id}+{LAYERWISE_MODEL}", extrapolated=True,
+                        details=details)
+
+
+def _steps(req: JobRequest) -> int:
+    """Steps of the request: its iterations, else epochs x ceil(dataset size / batch)."""
+    if req.iterations is not None:
+        return int(req.iterations)
+    if req.epochs is not None and req.dataset_size is not None and req.batch_size:
+        return int(math.ceil(req.epochs * math.ceil(req.dataset_size / req.batch_size)))
+    raise ValueError("give iterations, or epochs with dataset_size")
