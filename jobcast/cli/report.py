@@ -167,6 +167,7 @@ def forecast_jobs(store: Store, jobs: pd.DataFrame, problems: list[str]) -> pd.D
             cost = prices.cost(outcome.seconds, dep.accelerator, dep.count)
         except ValueError:
             pass
+        cost = float("nan") if cost is None else cost  # shown as "–" (no price for the GPU)
         rows.append({"job": label, "network": job.network, "deployment": job.deployment,
                      "phase": job.phase, "hours": outcome.seconds / 3600,
                      "low_h": outcome.low / 3600, "high_h": outcome.high / 3600, "cost": cost,
