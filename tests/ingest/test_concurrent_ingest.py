@@ -4,34 +4,15 @@ nothing lost, nothing twice (issue 13: insert-or-ignore on the content hash, bus
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
-from paths import DATA
+from lambda_tree import make_tree
 
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
-
-SYSTEM = "Gold_6230-GeForce_RTX_2080_Ti_trt_TF1_15.logs"
-SAMPLE = DATA / "lambda_sample" / SYSTEM
-
-
-def make_tree(root: Path, copies: int) -> list[Path]:
-    """``copies`` distinct logs per sample log (a line appended makes each one new)."""
-    out = []
-    (root / SYSTEM).mkdir(parents=True)
-    shutil.copy(SAMPLE / "metadata", root / SYSTEM / "metadata")
-    for log in sorted(SAMPLE.glob("*/*/throughput/1")):
-        text = log.read_text()
-        for i in range(copies):
-            target = root / SYSTEM / log.relative_to(SAMPLE).parent / str(i + 1)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(f"{text}copy {i}\n")
-            out.append(target)
-    return out
 
 
 def per_file(db: Path) -> dict[str, tuple[int, int]]:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from lambda_tree import SYSTEM, make_tree
 from paths import DATA
 
 from ingest import parallel
@@ -21,25 +22,6 @@ from ingest.parsers import _REGISTRY, register
 from ingest.pipeline import ingest_paths
 from ingest.ray_ingest import stored_runs
 from ingest.store import Store
-
-SYSTEM = "Gold_6230-GeForce_RTX_2080_Ti_trt_TF1_15.logs"
-SAMPLE = DATA / "lambda_sample" / SYSTEM
-
-
-def make_tree(root: Path, copies: int) -> list[Path]:
-    """``copies`` distinct logs per sample log of the Lambda layout (a line appended to each
-    makes its content new), with the sample metadata beside them."""
-    out = []
-    (root / SYSTEM).mkdir(parents=True)
-    shutil.copy(SAMPLE / "metadata", root / SYSTEM / "metadata")
-    for log in sorted(SAMPLE.glob("*/*/throughput/1")):
-        text = log.read_text()
-        for i in range(copies):
-            target = root / SYSTEM / log.relative_to(SAMPLE).parent / str(i + 1)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(f"{text}copy {i}\n")
-            out.append(target)
-    return out
 
 
 def store(tmp_path: Path, name: str) -> Store:
