@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 
 from ingest.events import ParsedRun, ParseError, Segment, short_repr
@@ -51,6 +52,7 @@ POINT_SLACK = 1e-6  # relative tolerance for points against the segment's own en
 JSON_INT_DIGITS = 18  # longer JSON integers are read as floats (see :func:`loads`)
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # C0 controls and DEL, not \t\n\r
+_PLAIN_NUMBERS = frozenset({int, float})  # exactly these types (not bool, not subclasses)
 
 
 def json_int(text: str) -> int | float:
@@ -89,8 +91,40 @@ def plausible_time(value: object) -> bool:
     return _finite(value) and MIN_UNIX_TIME <= value < MAX_UNIX_TIME  # type: ignore[operator]
 
 
+def _segment_fine(seg: Segment) -> bool:
+    """True when the segment's own values surely pass :func:`segment_problem`'s checks
+    (plain ints and floats inside their ranges: the common case, tested inline); False when
+    unsure: then each check runs in turn and words the error."""
+    plain = _PLAIN_NUMBERS
+    it, sec = seg.iterations, seg.seconds
+    if not (type(it) in plain and 1 <= it <= MAX_ITERATIONS
+            and type(sec) in plain and 0 < sec <= MAX_SEGMENT_SECONDS):
+        return False
+    batch, start = seg.batch_size, seg.start_time
+    if batch is not None and not (type(batch) is int and 1 <= batch <= MAX_BATCH_SIZE):
+        return False
+    if start is not None and not (type(start) in plain
+                                  and MIN_UNIX_TIME <= start < MAX_UNIX_TIME):
+        return False
+    first, last = seg.epoch_start, seg.epoch_end
+    if first is not None and not (type(first) in plain and 0 <= first <= MAX_EPOCH):
+        return False
+    if last is not None and not (type(last) in plain and 0 <= last <= MAX_EPOCH):
+        return False
+    if first is not None and last is not None and last < first:
+        return False
+    first, last = seg.iteration_start, seg.iteration_end
+    if first is not None and not (type(first) is int and 0 <= first <= MAX_STEP_INDEX):
+        return False
+    if last is not None and not (type(last) is int and 0 <= last <= MAX_STEP_INDEX):
+        return False
+    return first is None or last is None or last + 1 >= first
+
+
 def segment_problem(seg: Segment) -> str | None:
     """Why ``seg`` cannot be stored (the rules in the module doc), or None."""
+    if _segment_fine(seg):
+        return _points_problem(seg)
     if not _bounded(seg.iterations, 1, MAX_ITERATIONS):
         return f"iterations = {short_repr(seg.iterations)} (want 1 .. {MAX_ITERATIONS:.0e})"
     if not _finite(seg.seconds) or not 0 < seg.seconds <= MAX_SEGMENT_SECONDS:
@@ -119,9 +153,34 @@ def segment_problem(seg: Segment) -> str | None:
     return _points_problem(seg)
 
 
+def _points_fine(points: object, it_max: float, sec_max: float) -> bool:
+    """True when every point surely passes :func:`_points_problem`'s checks, tested a whole
+    coordinate at a time by built-ins (no Python loop per point); False when unsure (an odd
+    type, a huge int, a step back within the slack): then the loop decides, and words the
+    error."""
+    if not points:
+        return True
+    if type(points) not in (tuple, list):
+        return False
+    try:
+        if set(map(len, points)) != {2}:  # type: ignore[call-overload]
+            return False
+        its, secs = zip(*points, strict=True)  # type: ignore[call-overload]
+        if not {*map(type, its), *map(type, secs)} <= _PLAIN_NUMBERS:
+            return False
+        if not (all(map(math.isfinite, its)) and all(map(math.isfinite, secs))):
+            return False
+    except (TypeError, OverflowError):
+        return False
+    return (min(its) >= 0 and max(its) <= it_max and min(secs) >= 0 and max(secs) <= sec_max
+            and all(map(operator.le, its, its[1:])) and all(map(operator.le, secs, secs[1:])))
+
+
 def _points_problem(seg: Segment) -> str | None:
     it_max = seg.iterations * (1 + POINT_SLACK)
     sec_max = seg.seconds * (1 + POINT_SLACK)
+    if _points_fine(seg.points, it_max, sec_max):
+        return None
     previous = (0.0, 0.0)
     for number, point in enumerate(seg.points, start=1):
         if len(point) != 2 or not all(_finite(v) for v in point):

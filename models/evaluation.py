@@ -36,41 +36,48 @@ def held_out_predictions(models: Sequence[FittedModel], points: pd.DataFrame) ->
     """Each run's phase total as its model's cross-validation predicted it (what ``cv_mape``
     scores), with the model's 90 % interval; one row per run and model, columns ``COLUMNS``.
 
-    ``points``: the ``progress_points`` frame the models were fitted on.
+    ``points``: the ``progress_points`` frame the models were fitted on. The points are
+    grouped by key once (linear in points plus models, not their product).
     """
+    if points.empty:
+        return pd.DataFrame([], columns=list(COLUMNS))
+    keyed = points.assign(
+        _stack=points["stack"].map(stack_key),
+        _variant=(points["variant"].fillna("") if "variant" in points.columns else ""),
+        _system=(points["system"].fillna("") if "system" in points.columns else ""),
+    )
+    groups = {k: g for k, g in keyed.groupby(
+        ["network", "deployment", "phase", "_stack", "_variant"], sort=False)}
     rows = []
     for m in models:
         est = m.estimator
         errors = list(getattr(est, "cv_errors_", []) or [])
         if not errors:
             continue
-        df = points[
-            (points["network"] == m.network)
-            & (points["deployment"] == m.deployment)
-            & (points["phase"] == m.phase)
-            & (points["stack"].map(stack_key) == stack_key(m.stack))
-        ]
-        if "variant" in df.columns:
-            df = df[df["variant"].fillna("") == m.variant]
-        if m.system and "system" in df.columns:
-            df = df[df["system"].fillna("") == m.system]
+        df = groups.get((m.network, m.deployment, m.phase, stack_key(m.stack), m.variant))
+        if df is None:
+            continue
+        if m.system:
+            df = df[df["_system"] == m.system]
         finals = df.groupby("run_id", sort=False).tail(1)
         if len(finals) != len(errors):
             continue  # the store changed since the fit: the errors no longer line up
         half = est.half_width_
-        for (_, final), err in zip(finals.iterrows(), errors, strict=True):
+        has_source = "source" in finals.columns
+        for i, err in enumerate(errors):
             if not math.isfinite(err) or err <= -1:
                 continue
-            predicted = float(final["seconds"]) / (1.0 + err)
+            actual = float(finals["seconds"].iat[i])
+            predicted = actual / (1.0 + err)
             rows.append(
                 {
                     "model_id": m.model_id,
                     "phase": m.phase,
-                    "run_id": int(final["run_id"]),
-                    "source": final.get("source"),
-                    "iterations": float(final["iterations"]),
-                    "batch_size": int(final["batch_size"]),
-                    "actual": float(final["seconds"]),
+                    "run_id": int(finals["run_id"].iat[i]),
+                    "source": finals["source"].iat[i] if has_source else None,
+                    "iterations": float(finals["iterations"].iat[i]),
+                    "batch_size": int(finals["batch_size"].iat[i]),
+                    "actual": actual,
                     "predicted": predicted,
                     "low": predicted / (1 + half),
                     "high": predicted * (1 + half),

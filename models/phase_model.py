@@ -6,9 +6,14 @@ batch-independent cost of a step (kernel launches, synchronisation, optimizer up
 ``c`` the cost of one sample. Three forms use subsets of the terms; ``form="auto"`` picks
 the one with the lowest cross-validated error, grouping by run so no run is in both the
 training and the validation fold. Rows are a run's cumulative progress points; by default
-the fit minimises squared error in seconds (``weighting="absolute"``), which lets the late
-points, the totals a job plan needs, dominate over the noisy first steps; ``"relative"``
-weights rows by 1/t instead (measured worse on the MLPerf logs: see docs/results.md). Each
+(``weighting="run"``) the fit minimises squared error in seconds divided by the run's own
+total: within a run the late points, the totals a job plan needs, dominate over the noisy
+first steps, and across runs a run of 80 hours does not outweigh one of 30 seconds (with
+seconds alone, ``"absolute"``, three CaffeNet batch-1 runs of 3 to 78 hours pinned the
+one-off cost of a model also fitted on 1,000-step runs and put its forecasts 35 to 107 times
+too high; runs of one length, as MLPerf's, fit the same either way: docs/batch-hybrid.md).
+``"relative"`` weights rows by 1/t instead (measured worse on the MLPerf logs: see
+docs/results.md). Each
 point also weighs the share of its run's iterations it covers, so every run counts the same
 and a fit does not depend on how densely its source reports progress (per step in a log,
 per scrape in Prometheus). Each run's total (its last point) also weighs ``total_weight``
@@ -51,7 +56,8 @@ FORMS: dict[str, tuple[str, ...]] = {
     "iteration_and_sample": ("const", "iterations", "samples"),
 }
 _BOUNDING_FORMS = {"per_sample": "per_iteration", "per_iteration": "per_sample"}
-WEIGHTINGS = {"absolute": 0.0, "relative": 1.0}
+# power of 1/y in a point's weight; "run" also divides by its run's total (see the module doc)
+WEIGHTINGS = {"run": 0.0, "absolute": 0.0, "relative": 1.0}
 MIN_HALF_WIDTH = 0.01  # intervals are never narrower than +-1 %
 COVERAGE = 0.90
 MIN_RUNS = 2  # fewer runs: no leave-one-run-out validation, the model is thin
@@ -100,7 +106,7 @@ class PhaseTimeModel(RegressorMixin, BaseEstimator):
     the run's total last). predict(X) returns seconds; predict_interval(X) adds bounds.
     """
 
-    def __init__(self, form: str = "auto", coverage: float = COVERAGE, weighting: str = "absolute",
+    def __init__(self, form: str = "auto", coverage: float = COVERAGE, weighting: str = "run",
                  total_weight: float = 1.0):
         self.form = form
         self.coverage = coverage
@@ -113,7 +119,7 @@ class PhaseTimeModel(RegressorMixin, BaseEstimator):
         if rows is None:
             rows = np.ones(len(y), dtype=bool)
         return _nnls_fit(_design(it[rows], bs[rows], terms), y[rows], self._power,
-                         self.spans_[rows], res[rows])
+                         self.fit_weights_[rows], res[rows])
 
     @property
     def _power(self) -> float:
@@ -154,6 +160,9 @@ class PhaseTimeModel(RegressorMixin, BaseEstimator):
             raise ValueError(f"total_weight must be finite and >= 0, got {self.total_weight}")
         self.spans_ = _spans(it, groups)
         self.spans_[_final_rows(groups)] += self.total_weight
+        self.fit_weights_ = self.spans_.copy()
+        if self.weighting == "run":  # seconds relative to the run's own total
+            self.fit_weights_ /= _run_totals(y, groups) ** 2
         results = [self._cross_validate(f, it, bs, y, groups, res)
                    for f in self._candidates(bs)]
         scored = [r for r in results if r.mape is not None]
@@ -378,6 +387,15 @@ def _spans(it: np.ndarray, groups: np.ndarray) -> np.ndarray:
         total = steps.sum()
         span[idx] = steps / total if total > 0 else 1.0 / len(idx)
     return span
+
+
+def _run_totals(y: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Each row's run total (the seconds of the run's last row), at least 1e-9."""
+    out = np.empty_like(y, dtype=float)
+    for g in dict.fromkeys(groups):
+        idx = np.flatnonzero(groups == g)
+        out[idx] = max(float(y[idx[-1]]), 1e-9)
+    return out
 
 
 def _final_rows(groups: np.ndarray) -> np.ndarray:

@@ -36,13 +36,12 @@ TensorFlow >= 1.14, which logs every XLA compilation, ran its steps without one)
 (``Dataset: imagenet (synthetic)`` -> ``synthetic``, another dataset -> ``real``) and the
 variable update (``Variables:``; kept as ``variables`` only when not ``replicated``).
 
-From the Lambda layout (LambdaColdStorage/lambda-tensorflow-benchmark), where the path is
-``<cpu>-<gpu>[_options].logs/<syn|real>-<update>-<fp16|fp32>-<N>gpus[-distortions]
-[-inference]/<network>-<B>/throughput/<rep>``: ``precision``, ``data``, the update, ``N``
-devices, training or inference, ``distortions`` (``"on"``), ``compiler = xla`` when the
-``.logs`` name holds the option ``XLA``, ``<B>`` the batch per device; ``meta["system"]`` is
-the ``.logs`` folder name without ``.logs``. ``metadata`` and ``thermal/<rep>`` files of that
-layout are side files (:func:`side_file`), never logs.
+From the Lambda layout (LambdaColdStorage/lambda-tensorflow-benchmark; its folder names are
+read by :mod:`fleet.lambda_layout`, which states the rules): ``precision``, ``data``, the
+update, ``N`` devices, training or inference, ``distortions`` (``"on"``), ``compiler = xla``
+when the ``.logs`` name holds the option ``XLA``, ``<B>`` the batch per device (the network
+lower-cased); ``meta["system"]`` is the ``.logs`` folder name without ``.logs``. ``metadata``
+and ``thermal/<rep>`` files of that layout are side files (:func:`side_file`), never logs.
 
 Where the log and the layout both state a fact (precision, compiler, data, update, mode,
 device count, batch per device, network) and disagree, the file is rejected naming both (a
@@ -60,7 +59,6 @@ and gets ``meta["truncated"] = True``.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -68,6 +66,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from fleet.deployment import Deployment
+from fleet.lambda_layout import is_side_file, parse_log_path, parse_metadata
 from fleet.precision import parse_precision
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
 from ingest.parsers import Overrides, with_overrides
@@ -101,16 +100,6 @@ _HEADER_KEYS = {"TensorFlow", "Model", "Dataset", "Mode", "SingleSess", "Batch s
                 "Num workers", "Sync", "XLA", "Horovod"}
 _KEY_MAX = max(len(k) for k in _HEADER_KEYS)
 
-# Lambda layout: <system>.logs/<config>/<network>-<B>/throughput/<rep>
-_CONFIG = re.compile(
-    r"^(?P<data>syn|real)-(?P<update>[a-z_]+)-(?P<precision>fp16|fp32|bf16|tf32)"
-    r"-(?P<n>\d+)gpus(?P<rest>(?:-[a-z]+)*)$"
-)
-_CONFIG_SUFFIXES = frozenset({"inference", "distortions"})
-_NETWORK_DIR = re.compile(r"^(?P<network>[A-Za-z0-9_.]+)-(?P<batch>\d+)$")
-_DATA = {"syn": "synthetic", "real": "real"}
-
-
 def sniff(head: list[str]) -> bool:
     """True if the head shows a tf_cnn_benchmarks header, step line or script path."""
     for line in head:
@@ -127,61 +116,48 @@ def sniff(head: list[str]) -> bool:
 
 
 def lambda_layout(path: Path | str) -> dict[str, object] | None:
-    """The facts of a log path in the Lambda layout (module doc), None outside it."""
-    parts = str(path).split(os.sep)
-    if len(parts) < 5 or parts[-2] != "throughput" or not parts[-5].endswith(".logs"):
+    """The facts of a log path in the Lambda layout (:mod:`fleet.lambda_layout`), None
+    outside it."""
+    found = parse_log_path(path)
+    if found is None:
         return None
-    config, network = _CONFIG.match(parts[-4]), _NETWORK_DIR.match(parts[-3])
-    if config is None or network is None:
-        return None
-    suffixes = [s for s in config["rest"].split("-") if s]
-    if any(s not in _CONFIG_SUFFIXES for s in suffixes) or len(set(suffixes)) != len(suffixes):
-        return None
-    system = parts[-5].removesuffix(".logs")
+    config = found.config
     return {
-        "folder": os.sep.join(parts[-5:-1]),
-        "system": system,
-        "data": _DATA[config["data"]],
-        "variables": config["update"],
-        "precision": config["precision"],
-        "devices": int(config["n"]),
-        "mode": "inference" if "inference" in suffixes else "training",
-        "distortions": "distortions" in suffixes,
-        "compiler": "xla" if "XLA" in re.split(r"[_-]", system) else None,
-        "network": network["network"].lower(),
-        "batch_per_device": int(network["batch"]),
-        "metadata": os.sep.join([*parts[:-4], "metadata"]),
+        "folder": found.folder,
+        "system": found.system.name,
+        "data": config.dataset,
+        "variables": config.update,
+        "precision": config.precision,
+        "devices": config.gpus,
+        "mode": config.mode,
+        "distortions": config.distortions,
+        "compiler": "xla" if found.system.xla else None,
+        "network": found.network.network.lower(),
+        "batch_per_device": found.network.batch,
+        "metadata": found.metadata,
     }
 
 
 def claims(path: Path) -> bool:
     """A log in the Lambda layout: asked first when formats are detected."""
-    return lambda_layout(path) is not None
+    return parse_log_path(path) is not None
 
 
 def side_file(path: Path) -> bool:
     """Lambda's ``<system>.logs/metadata`` and ``<network>-<B>/thermal/<rep>`` (GPU clocks and
     temperatures): files of the layout that are not logs."""
-    parent = path.parent
-    if path.name == "metadata" and parent.name.endswith(".logs"):
-        return True
-    return parent.name == "thermal" and _NETWORK_DIR.match(parent.parent.name) is not None
+    return is_side_file(path)
 
 
 @lru_cache(maxsize=256)
 def read_metadata(path: str) -> tuple[tuple[str, str], ...]:
-    """A Lambda ``metadata`` file as (key, value) pairs (tab-separated lines; ``GPU 0`` etc.
-    are keys); empty when it cannot be read. Cached: one read per system folder."""
+    """A Lambda ``metadata`` file as (key, value) pairs (:func:`fleet.lambda_layout.
+    parse_metadata`); empty when it cannot be read. Cached: one read per system folder."""
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ()
-    pairs = []
-    for line in text.splitlines():
-        key, sep, value = line.partition("\t")
-        if sep and key.strip():
-            pairs.append((key.strip(), value.strip()))
-    return tuple(pairs)
+    return tuple(parse_metadata(text).items())
 
 
 def context(path: Path, source: str, overrides: Overrides) -> ParseContext:

@@ -27,7 +27,6 @@ from jobcast.cli.output import (
     RICH_MARKUP_MODE,
     console,
     emit_json,
-    err_console,
     fail,
     note,
     progress_bar,
@@ -141,11 +140,9 @@ def ingest(
         )
     else:
         runs = sum(n for _, n in report.added)
-        console.print(
-            f"added {len(report.added)} files ({runs} runs), {len(report.duplicates)} already "
-            f"in the store, {len(report.rejected)} rejected, "
-            f"{len(report.skipped)} side files skipped"
-        )
+        note("", f"added {len(report.added)} files ({runs} runs), {len(report.duplicates)} "
+             f"already in the store, {len(report.rejected)} rejected, "
+             f"{len(report.skipped)} side files skipped")
         for source, number, text in report.warnings:
             note("warning", f"{source} run {number}: {text}")
         for err in report.rejected:
@@ -208,7 +205,7 @@ def fit(
         from jobcast.mlops.tracking import log_fit_run
 
         run_id = log_fit_run(st, models, tracking_uri=tracking_uri, form=form)
-        err_console.print(f"MLflow run {run_id}")
+        note("", f"MLflow run {run_id}", err=True)
     if as_json:
         emit_json(payload + [f.to_dict() for f in failures]
                   + [r.to_dict() for r in report.skipped_elsewhere()])
@@ -360,7 +357,7 @@ def report(
     from jobcast.cli.report import write_report
 
     path = write_report(open_store(store), out)
-    console.print(f"wrote {path}")
+    note("", f"wrote {path}")
 
 
 @app.command()

@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 
 from jobcast.cli.options import json_option
-from jobcast.cli.output import console, emit_json, fail, progress_bar
+from jobcast.cli.output import emit_json, fail, note, progress_bar
 
 
 def register(app: typer.Typer) -> None:
@@ -142,8 +142,8 @@ def bench(
         emit_json(summary)
         return
     retried = f", {summary['retried_tasks']} task(s) retried" if use_ray else ""
-    console.print(
-        f"{result.written} new row(s) ({result.ok} ok, {result.failed} failed), "
+    note(
+        "", f"{result.written} new row(s) ({result.ok} ok, {result.failed} failed), "
         f"{result.skipped_existing} already in {out}; {result.seconds:.0f} s on "
         f"{result.device.get('gpu', device)} with {engine}{retried}"
         + (" — stopped early, rerun to resume" if result.stopped_early else "")

@@ -2,16 +2,27 @@
 
 Heavy imports (pandas, the predictor, TensorFlow for MLP candidates) happen inside the
 commands; ``predict`` never imports TensorFlow (saved models are numpy arrays).
+
+Rules: ``train --threads N`` caps the OpenMP and BLAS pools (threadpoolctl) and TensorFlow's
+pools for the whole fit, so a shared machine is not oversubscribed. Its default is the CPUs
+this process may run on (at least 1), or ``$OMP_NUM_THREADS`` where that is set and smaller.
+``--json`` records ``threads`` and the size every pool had at the end of the fit
+(``thread_pools``). Names, paths and messages print as written (no markup).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 
 from jobcast.cli.options import AS_JSON, json_option
-from jobcast.cli.output import console, emit_json, err_console, fail
+from jobcast.cli.output import console, emit_json, fail, note
 
 MODEL_NAMES = ("gbt", "mlp", "resmlp", "linear")
 PREDICTOR = typer.Option(
@@ -67,6 +78,55 @@ def _parse_models(models: str) -> tuple[str, ...]:
     return names
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def default_threads() -> int:
+    """:func:`available_cpus`, or ``$OMP_NUM_THREADS`` where that is a smaller whole number."""
+    cpus = available_cpus()
+    asked = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return min(cpus, int(asked)) if asked.isdigit() and int(asked) >= 1 else cpus
+
+
+@contextmanager
+def limited_threads(threads: int, tensorflow: bool = False) -> Iterator[dict[str, int]]:
+    """Cap OpenMP/BLAS pools at ``threads`` (and TensorFlow's, with ``tensorflow``) inside the
+    block. Yields a dict the caller fills with :func:`pool_sizes` before leaving."""
+    import sklearn.ensemble  # noqa: F401  (loads its OpenMP runtime before the limit is set)
+    from threadpoolctl import threadpool_limits
+
+    if tensorflow and importlib.util.find_spec("tensorflow") is not None:
+        from fleet.quiet_tf import quiet_import
+
+        tf = quiet_import("tensorflow")
+        try:  # only possible before TensorFlow has run an op in this process
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError:
+            pass
+    with threadpool_limits(limits=threads):
+        yield {}
+
+
+def pool_sizes() -> dict[str, int]:
+    """Threads of every loaded OpenMP/BLAS pool (the largest per API) and of TensorFlow's."""
+    from threadpoolctl import threadpool_info
+
+    sizes: dict[str, int] = {}
+    for pool in threadpool_info():
+        api = str(pool.get("internal_api") or pool.get("user_api"))
+        sizes[api] = max(sizes.get(api, 0), int(pool["num_threads"]))
+    if "tensorflow" in sys.modules:
+        tf = sys.modules["tensorflow"]
+        sizes["tensorflow-intra-op"] = int(tf.config.threading.get_intra_op_parallelism_threads())
+    return sizes
+
+
 @layerwise_app.command("train")
 def train(
     data: list[Path] = typer.Option(..., "--data", help="Benchmark CSV(s) (repeat the option)."),
@@ -81,6 +141,10 @@ def train(
     mlp_epochs: int = typer.Option(30, "--mlp-epochs", min=1, help="MLP training epochs."),
     mlp_max_rows: int = typer.Option(
         40000, "--mlp-max-rows", min=100, help="MLPs train on a random subsample of this size."),
+    threads: int | None = typer.Option(
+        None, "--threads", min=1,
+        help="Threads for OpenMP, BLAS and TensorFlow (default: the CPUs this process may use, "
+             "or $OMP_NUM_THREADS if smaller)."),
     as_json: bool = json_option("Print the validation table as JSON."),
 ) -> None:
     """Train a layer predictor (one model per layer type) and save it to --out."""
@@ -109,12 +173,16 @@ def train(
             handler.setFormatter(logging.Formatter("%(message)s"))
             logger.addHandler(handler)
         logger.setLevel(logging.INFO)
-        err_console.print(
-            f"training on {len(rows)} rows from {len(data)} file(s): {', '.join(names)}")
+    threads = threads or default_threads()
+    if not as_json:
+        note("", f"training on {len(rows)} rows from {len(data)} file(s): {', '.join(names)}; "
+                 f"{threads} thread(s)", err=True)
     predictor = LayerPredictor(candidates=names, params=params, val_fraction=val_fraction,
                                random_state=seed)
     try:
-        predictor.fit(rows)
+        with limited_threads(threads, tensorflow=bool({"mlp", "resmlp"} & set(names))) as pools:
+            predictor.fit(rows)
+            pools.update(pool_sizes())
     except (ValueError, FeatureError) as exc:
         fail(str(exc))
     except ImportError as exc:
@@ -123,15 +191,18 @@ def train(
     predictor.save(out)
     table = predictor.validation_table()
     if as_json:
-        emit_json({"out": str(out), "validation": table.to_dict("records")})
+        emit_json({"out": str(out), "validation": table.to_dict("records"), "threads": threads,
+                   "thread_pools": pools})
         return
     from rich.table import Table
+    from rich.text import Text
 
-    view = Table(title=f"validation ({val_fraction:.0%} per GPU) — saved to {out}")
+    view = Table(title=Text(f"validation ({val_fraction:.0%} per GPU) — saved to {out}"))
     for col in ("layer", "model", "chosen", "MAPE %", "RMSE ms", "rows", "fit s"):
         view.add_column(col)
     for rec in table.to_dict("records"):
-        view.add_row(rec["layer"], rec["model"], "yes" if rec["chosen"] else "",
+        view.add_row(Text(str(rec["layer"])), Text(str(rec["model"])),
+                     "yes" if rec["chosen"] else "",
                      f"{rec['mape']:.2f}", f"{rec['rmse_ms']:.4g}", str(rec["n"]),
                      f"{rec['fit_s']:.1f}")
     console.print(view)
@@ -180,8 +251,8 @@ def predict(
     if as_json:
         emit_json(summary)
     else:
-        console.print(f"wrote {summary['rows']} rows with predicted_ms, low_ms, high_ms to {out}"
-                      + (f" ({len(bad)} rows no kind expresses: error column)" if len(bad) else ""))
+        note("", f"wrote {summary['rows']} rows with predicted_ms, low_ms, high_ms to {out}"
+             + (f" ({len(bad)} rows no kind expresses: error column)" if len(bad) else ""))
 
 
 @layerwise_app.command("info")
@@ -211,9 +282,9 @@ def info(
             emit_json(payload)
             return
         for name, f in payload["families"].items():
-            console.print(f"{name}: {f['n_train']} training rows, {len(f['features'])} features")
-        console.print(f"kinds with own timings: {', '.join(predictor.kinds_)}; "
-                      f"GPU chips: {', '.join(predictor.chips_)}")
+            note("", f"{name}: {f['n_train']} training rows, {len(f['features'])} features")
+        note("", f"kinds with own timings: {', '.join(predictor.kinds_)}; "
+                 f"GPU chips: {', '.join(predictor.chips_)}")
         return
     payload = {
         "layers": {k: {"model": lm.model, "gpus": lm.gpus, "n_train": lm.n_train,
@@ -226,7 +297,7 @@ def info(
         return
     for layer, entry in payload["layers"].items():
         val = entry["validation"]
-        console.print(
-            f"{layer}: {entry['model']} trained on {entry['n_train']} rows "
+        note(
+            "", f"{layer}: {entry['model']} trained on {entry['n_train']} rows "
             f"({', '.join(entry['gpus'])}); validation MAPE {val.get('mape', float('nan')):.2f} %,"
             f" RMSE {val.get('rmse_ms', float('nan')):.4g} ms")

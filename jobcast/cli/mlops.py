@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from jobcast.cli.options import STORE, TRACKING_URI, json_option, open_store
-from jobcast.cli.output import console, emit_json, fail
+from jobcast.cli.output import emit_json, fail, note
 from jobcast.mlops.rest_app import ServeLimits
 from jobcast.mlops.serving import (
     ServeError,
@@ -68,11 +68,8 @@ def register_command(
     score = "n/a" if result.validation_mape is None else f"{result.validation_mape:.3g} %"
     moved = "moved to" if result.promoted else "kept on"
     holder = result.version if result.promoted else result.previous_version
-    console.print(
-        f"registered {result.name} version {result.version} (validation MAPE {score}); "
-        f"alias {result.alias!r} {moved} version {holder}: {result.reason}",
-        highlight=False,
-    )
+    note("", f"registered {result.name} version {result.version} (validation MAPE {score}); "
+             f"alias {result.alias!r} {moved} version {holder}: {result.reason}")
 
 
 def serve_command(
@@ -117,12 +114,9 @@ def serve_command(
                           status_fd=status_fd)
 
     def on_ready(statuses: list[dict]) -> None:
-        console.print(
-            f"serving {statuses[0]['model_uri']} on http://{host}:{port} "
-            f"({len(statuses)} worker(s), ready in {time.monotonic() - started:.1f} s; "
-            "POST /invocations, GET /ping /ready /version; Ctrl-C stops)",
-            highlight=False, soft_wrap=True,
-        )
+        note("", f"serving {statuses[0]['model_uri']} on http://{host}:{port} "
+                 f"({len(statuses)} worker(s), ready in {time.monotonic() - started:.1f} s; "
+                 "POST /invocations, GET /ping /ready /version; Ctrl-C stops)")
 
     try:
         code = run_server(argv_for, model_uri_of(name, alias, version), serve_env(tracking_uri),

@@ -10,7 +10,8 @@ Rules
   never read it as Rich markup or emoji codes (``[abc]`` and ``:smile:`` stay text).
 * Errors go to stderr as ``error: message`` (exit 2 unless told); JSON goes to stdout as
   plain text (:func:`emit_json`), never through Rich.
-* Progress bars draw on stderr and only on a terminal; ``--json`` runs disable them.
+* Progress bars draw on stderr and only on a terminal; ``--json`` runs disable them. Their
+  label and item (a file, a layer, a host) are text, never markup.
 * Click/Typer's own usage errors (a bad option value) are plain, unboxed text when stderr is
   not a terminal (:data:`RICH_MARKUP_MODE` for the app), Rich panels on a terminal.
 """
@@ -79,13 +80,13 @@ def progress_bar(label: str, disable: bool = False) -> Iterator[Callable[[int, i
     )
 
     progress = Progress(
-        TextColumn(f"{label} "),
+        TextColumn(f"{label} ", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TextColumn("eta"),
         TimeRemainingColumn(),
-        TextColumn("{task.fields[item]}", style="dim"),
+        TextColumn("{task.fields[item]}", style="dim", markup=False),
         console=err_console,
         disable=disable or not err_console.is_terminal,
         transient=True,

@@ -31,7 +31,7 @@ from jobcast.cli.options import (
     open_store,
     open_store_later,
 )
-from jobcast.cli.output import console, emit_json, fail, note, progress_bar
+from jobcast.cli.output import emit_json, fail, note, progress_bar
 
 
 def register(app: typer.Typer) -> None:
@@ -143,11 +143,10 @@ def ingest_prometheus(
         })
     else:
         runs = sum(a["runs"] for a in report.added)
-        console.print(
-            f"added {len(report.added)} jobs ({runs} runs), {len(report.duplicates)} already "
-            f"in the store, {len(report.skipped)} skipped, {len(report.rejected)} rejected "
-            f"(read {report.series} series, {report.samples} samples in {report.requests} "
-            "requests)")
+        note("", f"added {len(report.added)} jobs ({runs} runs), {len(report.duplicates)} "
+             f"already in the store, {len(report.skipped)} skipped, {len(report.rejected)} "
+             f"rejected (read {report.series} series, {report.samples} samples in "
+             f"{report.requests} requests)")
         for item in report.skipped:
             note("skipped", f"{item['job_id']}: {item['reason']}")
         for item in rejected:

@@ -27,8 +27,10 @@ from jobcast.cli import report_figures as figs
 from models.dataset import progress_points
 from models.e2e import FittedModel, load_models
 from models.evaluation import held_out_predictions
+from models.variant import variant_dict, variant_key
 
-EXAMPLE_JOBS = 6  # the most common network x deployment x batch size in the store
+EXAMPLE_JOBS = 6  # the most common network x deployment x batch size x variant in the store
+UNSTATED = "unstated"  # the precision of history whose logs do not state one
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 h1{font-size:1.6em} h2{font-size:1.25em;border-bottom:1px solid #ccc;padding-bottom:.2em}
@@ -134,30 +136,47 @@ def model_warnings(m: FittedModel) -> list[str]:
 
 
 def job_table(store: Store) -> pd.DataFrame:
-    """Every network x deployment x phase x batch of the stored runs: runs and median steps."""
+    """Every network x deployment x phase x batch x variant (precision and tags, ``""`` when
+    the logs state none) of the stored runs: runs and median steps."""
     points = progress_points(store)
-    finals = points[points["final"]]
-    cols = ["network", "deployment", "phase", "batch_size", "iterations", "runs"]
+    finals = points[points["final"]].assign(variant=lambda f: f["variant"].fillna(""))
+    cols = ["network", "deployment", "phase", "batch_size", "variant", "iterations", "runs"]
     if finals.empty:
         return pd.DataFrame(columns=cols)
-    grouped = finals.groupby(["network", "deployment", "phase", "batch_size"])["iterations"]
+    grouped = finals.groupby(["network", "deployment", "phase", "batch_size", "variant"])[
+        "iterations"]
     table = grouped.agg(iterations="median", runs="size").reset_index()
     return table.sort_values("runs", ascending=False, kind="stable")[cols]
 
 
+def variant_request(variant: str) -> dict[str, str]:
+    """The request fields that ask for a history's variant: its precision (when stated) and
+    its other keys as ``tags``; ``{}`` for history that states none."""
+    keys = variant_dict(variant or "")
+    precision = keys.pop("precision", None)
+    asked = {"precision": precision} if precision else {}
+    return {**asked, "tags": variant_key(keys)} if keys else asked
+
+
 def forecast_jobs(store: Store, jobs: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
-    """Forecast each job through the one forecaster, with cost from the price table."""
+    """Forecast each job through the one forecaster, with cost from the price table. A job
+    asks for the variant of the history it is drawn from (``variant`` column, if any), so
+    fp16 history is answered by fp16 models; ``precision`` says which (or ``unstated``)."""
     from jobcast.service.forecaster import Forecaster
     from jobcast.service.prices import load_prices
     from jobcast.service.request import JobRequest
 
     forecaster, prices, rows = Forecaster(store), load_prices(), []
     for job in jobs.itertuples(index=False):
+        variant = str(getattr(job, "variant", "") or "")
+        asked = variant_request(variant)
         req = JobRequest(network=job.network, deployment=job.deployment, phase=job.phase,
-                         batch_size=int(job.batch_size), iterations=max(1, int(job.iterations)))
+                         batch_size=int(job.batch_size), iterations=max(1, int(job.iterations)),
+                         **asked)
         outcome = forecaster.forecast(req)
         label = (f"{job.network} · {job.deployment} · {job.phase} · batch "
-                 f"{int(job.batch_size)} · {int(job.iterations):,} steps")
+                 f"{int(job.batch_size)} · {int(job.iterations):,} steps"
+                 + (f" · {variant}" if variant else ""))
         if not outcome.ok:
             problems.append(f"forecast {label}: {outcome.error}")
             continue
@@ -168,13 +187,15 @@ def forecast_jobs(store: Store, jobs: pd.DataFrame, problems: list[str]) -> pd.D
         except ValueError:
             pass
         cost = float("nan") if cost is None else cost  # shown as "–" (no price for the GPU)
-        rows.append({"job": label, "network": job.network, "deployment": job.deployment,
+        rows.append({"job": label, "precision": asked.get("precision", UNSTATED),
+                     "variant": variant, "network": job.network, "deployment": job.deployment,
                      "phase": job.phase, "hours": outcome.seconds / 3600,
                      "low_h": outcome.low / 3600, "high_h": outcome.high / 3600, "cost": cost,
                      "route": str(outcome.route), "model": outcome.model,
                      "chosen": str(outcome.details.get("chosen", "") or "")})
-    return pd.DataFrame(rows, columns=["job", "network", "deployment", "phase", "hours", "low_h",
-                                       "high_h", "cost", "route", "model", "chosen"])
+    return pd.DataFrame(rows, columns=["job", "precision", "variant", "network", "deployment",
+                                       "phase", "hours", "low_h", "high_h", "cost", "route",
+                                       "model", "chosen"])
 
 
 def serving_table(store: Store, models: list[FittedModel], jobs: pd.DataFrame,
@@ -190,7 +211,7 @@ def serving_table(store: Store, models: list[FittedModel], jobs: pd.DataFrame,
     answers = forecast_jobs(store, wanted.drop_duplicates(key_cols), problems)
     answers["models"] = [keys[tuple(k)] for k in answers[key_cols].itertuples(index=False)]
     answers["why"] = answers["chosen"].replace("", "–")
-    return answers[[*key_cols, "models", "model", "route", "why"]]
+    return answers[[*key_cols, "precision", "models", "model", "route", "why"]]
 
 
 def layerwise_status(store: Store, problems: list[str]) -> pd.DataFrame:
@@ -312,7 +333,7 @@ def build_report(store: Store) -> str:
     parts.append(_figure("example forecasts", figs.examples_png(examples)))
     n_figures += 1
     if not examples.empty:
-        shown = examples.drop(columns=["network", "deployment", "phase", "cost"])
+        shown = examples.drop(columns=["variant", "network", "deployment", "phase", "cost"])
         parts.append(_table(shown.assign(**{"cost USD": examples["cost"]})))
     parts.append("<h2>Which model serves each key</h2>")
     serving = serving_table(store, models, jobs, problems) if models else pd.DataFrame()

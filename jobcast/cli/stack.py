@@ -35,9 +35,10 @@ import urllib.request
 from pathlib import Path
 
 import typer
+from rich.text import Text
 
 from jobcast.cli.options import json_option
-from jobcast.cli.output import console, emit_json, fail
+from jobcast.cli.output import console, emit_json, fail, note
 
 PIECES = ("postgres", "mlflow", "forecast")
 DEFAULTS = {"pg_port": 5433, "mlflow_port": 5000, "serve_port": 5001, "host": "127.0.0.1",
@@ -281,19 +282,19 @@ def _status(folder: Path, notes: dict[str, str] | None = None) -> dict:
 
 
 def _print_status(status: dict) -> None:
+    """The status table and notes; paths, URLs and notes are text, never Rich markup."""
     from rich.table import Table
 
     table = Table("piece", "state", "pid", "url", "log")
     for p in status["pieces"]:
-        state = "[green]running[/green]" if p["running"] else "[red]stopped[/red]"
-        table.add_row(p["name"], state, str(p["pid"] or ""), p["url"] or "", p["log"])
+        state = Text("running", "green") if p["running"] else Text("stopped", "red")
+        table.add_row(Text(p["name"]), state, str(p["pid"] or ""), Text(p["url"] or ""),
+                      Text(p["log"]))
     console.print(table)
     for p in status["pieces"]:
         if p["note"]:
-            console.print(f"[yellow]{p['name']}[/yellow]: {p['note']}", highlight=False,
-                          soft_wrap=True)
-    console.print(f"environment for jobcast commands: source {status['env']}", highlight=False,
-                  soft_wrap=True)
+            console.print(Text.assemble((p["name"], "yellow"), ": ", p["note"]), soft_wrap=True)
+    note("", f"environment for jobcast commands: source {status['env']}")
 
 
 def _tail(path: Path, lines: int) -> str:
@@ -408,5 +409,5 @@ def logs_command(
     folder = folder.resolve()
     for piece in _pieces(service):
         path = _log(folder, piece)
-        console.print(f"[bold]== {piece}: {path}[/bold]", highlight=False, soft_wrap=True)
+        console.print(Text(f"== {piece}: {path}", style="bold"), soft_wrap=True)
         console.print(_tail(path, lines), highlight=False, markup=False, soft_wrap=True)

@@ -10,7 +10,7 @@ Rules (the schema's are in :mod:`ingest.migrations`):
   store made by a newer jobcast.
 - ``version`` exits 0 when the store is current or empty (created on first use), 1 when it
   needs ``upgrade`` or a newer jobcast (so a service unit or cron job can check first).
-- URLs are printed without their password.
+- URLs are printed without their password, and as written (never read as Rich markup).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import typer
 
 from jobcast.cli.options import STORE, json_option
-from jobcast.cli.output import console, emit_json, fail
+from jobcast.cli.output import emit_json, fail, note
 
 store_app = typer.Typer(
     help="The store's schema: show its revision, migrate it to this jobcast's.",
@@ -78,8 +78,8 @@ def version_command(
         emit_json({"store": shown(url), "revision": found.revision, "head": HEAD,
                    "status": found.status, "revisions": list(REVISIONS)})
     else:
-        console.print(f"store {shown(url)}: revision {found.revision or '(none)'}, this jobcast "
-                      f"reads {HEAD}: {advice}", highlight=False, soft_wrap=True)
+        note("", f"store {shown(url)}: revision {found.revision or '(none)'}, this jobcast "
+                 f"reads {HEAD}: {advice}")
     raise typer.Exit(0 if found.status in ("current", "empty") else 1)
 
 
@@ -105,8 +105,7 @@ def upgrade_command(
         emit_json({"store": shown(url), "from": before, "to": after,
                    "changed": before != after})
     elif before == after:
-        console.print(f"store {shown(url)} is already at revision {after}", highlight=False,
-                      soft_wrap=True)
+        note("", f"store {shown(url)} is already at revision {after}")
     else:
-        console.print(f"upgraded store {shown(url)} from revision {before or '(empty)'} to "
-                      f"{after}", highlight=False, soft_wrap=True)
+        note("", f"upgraded store {shown(url)} from revision {before or '(empty)'} to "
+                 f"{after}")

@@ -1,10 +1,20 @@
-"""JSON payloads and rich tables for the commands' output."""
+"""JSON payloads and rich tables for the commands' output.
+
+Rule: data (names, paths, model ids, variants, reasons) goes into tables and text as
+:class:`~rich.text.Text`, never as Rich markup: ``[red]x`` or ``a[/b]`` prints as written.
+"""
 
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 
 from ingest.store import Store
+
+
+def cell(value: object, style: str = "") -> Text:
+    """``value`` as table text, never read as markup (``None`` prints as ``None``)."""
+    return Text(str(value), style=style)
 
 
 def runs_payload(store: Store, network: str | None = None, deployment: str | None = None) -> list:
@@ -27,6 +37,9 @@ def runs_payload(store: Store, network: str | None = None, deployment: str | Non
                 "framework": r.framework,
                 "batch_size": r.batch_size,
                 "start_time": r.start_time,
+                # what the parser repaired and warned about, the system and variant keys
+                "warnings": list(r.meta.get("warnings", [])),
+                "meta": r.meta,
                 "phases": [
                     {
                         "phase": s["phase"],
@@ -55,13 +68,13 @@ def runs_table(payload: list) -> Table:
         train = [p for p in r["phases"] if p["phase"] == "train"]
         test = [p for p in r["phases"] if p["phase"] == "test"]
         table.add_row(
-            r["network"],
-            r["deployment"],
+            cell(r["network"]),
+            cell(r["deployment"]),
             str(r["batch_size"]),
             f"{sum(p['seconds'] for p in train):,.0f}",
             f"{sum(p['iterations'] for p in train):,.0f}",
             f"{sum(p['seconds'] for p in test):,.0f}",
-            r["source"],
+            cell(r["source"]),
         )
     return table
 
@@ -108,13 +121,13 @@ def models_table(payload: list) -> Table:
     for m in payload:
         cv = "n/a" if m["cv_mape"] is None else f"{m['cv_mape']:.2f}"
         table.add_row(
-            m["network"],
-            m["deployment"],
-            m["phase"],
-            (m["stack"] or "-") + (f" [{m['variant']}]" if m.get("variant") else "")
-            + (f" @{m['system']}" if m.get("system") else "")
-            + (" (thin)" if m.get("thin") else ""),
-            m["form"],
+            cell(m["network"]),
+            cell(m["deployment"]),
+            cell(m["phase"]),
+            cell((m["stack"] or "-") + (f" [{m['variant']}]" if m.get("variant") else "")
+                 + (f" @{m['system']}" if m.get("system") else "")
+                 + (" (thin)" if m.get("thin") else "")),
+            cell(m["form"]),
             str(m["runs"]),
             f"{cv} ({m['cv_kind']})",
             f"{100 * m['interval_half_width']:.1f} %",
@@ -130,18 +143,20 @@ def human_seconds(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
-def forecast_text(result: dict) -> str:
-    text = (
+def forecast_text(result: dict) -> Text:
+    """The forecast of ``jobcast predict``: one line, then ``chosen:`` and warnings, if any."""
+    text = Text(
         f"{human_seconds(result['seconds'])} ({result['seconds']:,.1f} s), "
         f"90 % interval {result['low']:,.1f}–{result['high']:,.1f} s "
         f"[{result['route']}: {result['model']}]"
     )
     if result.get("chosen"):
-        text += f"\nchosen: {result['chosen']}"
+        text.append(f"\nchosen: {result['chosen']}")
+    warnings = list(result.get("warnings", []))
     if result.get("extrapolated"):
-        text += "\n[yellow]warning:[/yellow] outside the fitted batch-size or iteration range"
-    for warning in result.get("warnings", []):
-        text += f"\n[yellow]warning:[/yellow] {warning}"
+        warnings.insert(0, "outside the fitted batch-size or iteration range")
+    for warning in warnings:
+        text.append("\n").append("warning:", "yellow").append(f" {warning}")
     return text
 
 
@@ -152,8 +167,8 @@ def forecasts_table(results: list) -> Table:
     for r in results:
         job = r["job"]
         common = [
-            str(job.get("network")),
-            str(job.get("deployment") or job.get("device") or "-"),
+            cell(job.get("network")),
+            cell(job.get("deployment") or job.get("device") or "-"),
             str(job.get("batch_size")),
             f"{job['iterations']:,}"
             if job.get("iterations") is not None
@@ -162,7 +177,7 @@ def forecasts_table(results: list) -> Table:
             else "-",
         ]
         if "error" in r:
-            table.add_row(*common, "[red]error[/red]", "", "", r["error"])
+            table.add_row(*common, cell("error", "red"), "", "", cell(r["error"]))
             continue
         flag = " (extrapolated)" if r.get("extrapolated") else ""
         table.add_row(
@@ -170,7 +185,7 @@ def forecasts_table(results: list) -> Table:
             f"{r['seconds']:,.1f}",
             f"{r['low']:,.1f}",
             f"{r['high']:,.1f}",
-            r["route"] + flag,
+            cell(r["route"] + flag),
         )
     return table
 
@@ -180,26 +195,32 @@ def _money(value) -> str:
 
 
 def compare_table(result: dict) -> Table:
-    table = Table(
-        title=f"{result['network']}, batch {result['batch_size']}, {result['epochs']} epochs of "
+    """One row per candidate: ranks, route, the precision of the model used, time, cost and
+    why that model answers (``chosen``)."""
+    table = Table(title=cell(
+        f"{result['network']}, batch {result['batch_size']}, {result['epochs']} epochs of "
         f"{result['dataset_size']:,} samples ({result['dataset']}); prices: {result['prices']}"
-    )
-    for col in ("time rank", "cost rank", "candidate", "route", "time", "90 % interval", "cost"):
+    ))
+    for col in ("time rank", "cost rank", "candidate", "route", "precision", "time",
+                "90 % interval", "cost", "chosen"):
         table.add_column(col, overflow="fold")
     for r in result["candidates"]:
         if "error" in r:
-            table.add_row("-", "-", r["candidate"], "[red]error[/red]", r["error"], "", "")
+            table.add_row("-", "-", cell(r["candidate"]), cell("error", "red"), "", "", "",
+                          "", cell(r["error"]))
             continue
         flag = " (extrapolated)" if r["extrapolated"] else ""
         table.add_row(
             str(r["rank_time"]),
             str(r.get("rank_cost", "-")),
-            r["candidate"],
-            r["route"] + flag,
+            cell(r["candidate"]),
+            cell(r["route"] + flag),
+            cell(r.get("precision", "-")),
             human_seconds(r["seconds"]),
             f"{human_seconds(r['low'])} – {human_seconds(r['high'])}",
             f"{_money(r['usd'])} ({_money(r['usd_low'])} – {_money(r['usd_high'])})"
             if r["usd"] is not None
             else "no price",
+            cell(r.get("chosen", "-")),
         )
     return table

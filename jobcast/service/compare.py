@@ -5,18 +5,27 @@ GPU of the price table (layerwise route), or the devices the caller names, at ea
 of ``counts`` (default 1): the job's global batch is split over the GPUs (data parallel).
 ``scaling_efficiency`` = time on one GPU / (N x time on N GPUs) of the same device, when the
 1-GPU row is among the candidates.
+
+Every answered row says why its model answers (``chosen``: the end-to-end route's choice
+reason, else why the hybrid or layerwise route took over) and the variant of the history or
+model behind it: ``variant`` is the end-to-end model's variant key (``"precision=fp16"``,
+``""`` when its logs state none) or ``precision=P`` for a layerwise answer; ``precision`` is
+that variant's precision, ``"unstated"`` when the history does not say.
 """
 
 from __future__ import annotations
 
 from fleet.deployment import Deployment
+from jobcast.service.forecast import Forecast
 from jobcast.service.forecaster import Forecaster
 from jobcast.service.prices import PriceTable
 from jobcast.service.request import JobRequest
+from models.variant import variant_dict
 
 # Training-set sizes assumed when the caller gives none (samples per epoch).
 KNOWN_DATASETS = {"resnet20": ("CIFAR-10", 50_000), "resnet3-cifar10": ("CIFAR-10", 50_000)}
 DEFAULT_DATASET = ("ImageNet-1k", 1_281_167)
+UNSTATED = "unstated"
 
 
 def dataset_for(network: str, dataset_size: int | None) -> tuple[str, int]:
@@ -25,6 +34,27 @@ def dataset_for(network: str, dataset_size: int | None) -> tuple[str, int]:
             raise ValueError(f"dataset size must be positive, got {dataset_size}")
         return "given", dataset_size
     return KNOWN_DATASETS.get(network.lower(), DEFAULT_DATASET)
+
+
+def provenance(forecaster: Forecaster, outcome: Forecast) -> dict[str, str]:
+    """``chosen``, ``variant`` and ``precision`` of one answer (see the module rules)."""
+    details = outcome.details
+    chosen = (details.get("chosen") or details.get("why_hybrid")
+              or details.get("why_layerwise") or str(outcome.route))
+    e2e_id = (details.get("models") or {}).get("end_to_end") or outcome.model
+    # The id itself, else its part before "+" ("<model>+layerwise/…", "<model>+scaled/…").
+    by_id = {m.model_id: m for m in forecaster.models}
+    model = by_id.get(e2e_id) or by_id.get(e2e_id.split("+", 1)[0])
+    if model is not None:
+        variant = model.variant
+    elif isinstance(details.get("variant"), str):
+        variant = details["variant"]
+    elif details.get("precision"):
+        variant = f"precision={details['precision']}"
+    else:
+        variant = ""
+    precision = variant_dict(variant).get("precision", UNSTATED)
+    return {"chosen": str(chosen), "variant": variant, "precision": precision}
 
 
 def compare(
@@ -88,6 +118,7 @@ def compare(
                 "high": outcome.high,
                 "unit": outcome.unit,
                 "extrapolated": outcome.extrapolated,
+                **provenance(forecaster, outcome),
                 "usd": cost["seconds"],
                 "usd_low": cost["low"],
                 "usd_high": cost["high"],

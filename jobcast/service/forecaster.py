@@ -11,7 +11,7 @@ Routing rules (the CLI and the served model decide the same way, here):
    layerwise model knows how time scales with the batch, the runs know the level; measured
    in docs/mlflow.md).
 4. Before that exception: an end-to-end answer from history without the request's batch size
-   (at most two distinct batch sizes, or the batch outside them) gives way to the hybrid
+   (however many others it has) gives way to the hybrid
    route (:mod:`jobcast.service.hybrid`: the layerwise shape versus batch, scaled by that
    history; docs/batch-hybrid.md) wherever the layerwise route can price the network.
 

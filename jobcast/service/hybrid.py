@@ -29,9 +29,11 @@ hybrid takes that shape and calibrates it on the key's runs (docs/batch-hybrid.m
   ``shape_rate`` is the prior :data:`SHAPE_RATE_90`, or the fastest rate at which the
   history's own ratios drift between neighbouring batch sizes where that is larger.
 * **When** (:meth:`HybridRoute.answer`): the end-to-end route answered from history that
-  lacks the request's batch size, and that history has at most two distinct batch sizes or
-  the batch lies outside them; the network has a shipped spec (:func:`priced`: no
-  TensorFlow at forecast time). Evaluation passes (``eval_every``) stay end-to-end.
+  lacks the request's batch size (however many other batch sizes it has: between them the
+  ratio interpolates the nearest two, where the end-to-end line fits all at once; leaving
+  each CaffeNet batch size out, the hybrid was nearer at every one, docs/batch-hybrid.md);
+  the network has a shipped spec (:func:`priced`: no TensorFlow at forecast time).
+  Evaluation passes (``eval_every``) stay end-to-end.
 """
 
 from __future__ import annotations
@@ -65,7 +67,6 @@ MIN_SPLIT_SPAN = 2.0
 # layerwise/data/measured/*_networks.csv); `python benchmarks/batch_hybrid.py --shape-prior`.
 SHAPE_RATE_90 = 0.51
 HISTORY_FLOOR = 0.02  # the history's relative half-width is never below 2 %
-MAX_DISTINCT = 2  # history with more distinct batch sizes interpolates end-to-end
 # Words of a software stack -> the layerwise framework whose composition runs it the same way.
 STACK_FRAMEWORKS = {"caffe": "pytorch", "pytorch": "pytorch", "torch": "pytorch",
                     "tensorflow": "tensorflow", "tf": "tensorflow", "keras": "tensorflow"}
@@ -324,9 +325,6 @@ class HybridRoute:
             history = self.history(model)
             seen = history.batch_sizes
             if not seen or req.batch_size in seen:
-                return None
-            inside = min(seen) < req.batch_size < max(seen)
-            if inside and len(seen) > MAX_DISTINCT:
                 return None
             return self._forecast(req, model, history, result)
         except (RouteMiss, LookupError, ValueError):

@@ -5,10 +5,11 @@ Layout under ``root``::
     <cpu>-<gpu>[_options].logs/metadata       (tab-separated: CPU, GPU 0 <name>, TF, ...)
     <cpu>-<gpu>[_options].logs/<config>/<network>-<B>/throughput/<rep>
 
-``<config>`` is ``<syn|real>-<replicated|parameter_server>-<fp16|fp32>-<N>gpus`` followed by
-``-distortions`` and/or ``-inference`` in any order. System options in the directory name:
-``NVLink``, ``XLA``, ``trt``/``trt2`` (two test rounds), ``TF1_15``/``TF2_2``, ``HP16``,
-``LambdaCloud``.
+The folder names are read by :mod:`fleet.lambda_layout` (the rules are stated there); a
+config folder outside what Lambda published (``ConfigFolder.published``: ``replicated`` or
+``parameter_server``, ``fp16`` or ``fp32``, at least one GPU) is reported as unexpected.
+System options in the directory name: ``NVLink``, ``XLA``, ``trt``/``trt2`` (two test
+rounds), ``TF1_15``/``TF2_2``, ``HP16``, ``LambdaCloud``.
 
 Rules (checked on all 2,188 logs of the public corpus):
 
@@ -41,6 +42,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from fleet import lambda_layout as layout
+
 COLUMNS = (
     "system", "gpu", "gpu_count", "precision", "data", "mode", "distortions", "variable_update",
     "xla", "xla_in_name", "nvlink", "tf_version", "network", "global_batch", "batch_per_gpu",
@@ -52,13 +55,6 @@ SUMMARY_KEYS = (
     "distortions", "variable_update",
 )
 
-_CONFIG = re.compile(
-    r"^(?P<data>syn|real)-(?P<update>replicated|parameter_server)-(?P<precision>fp16|fp32)"
-    r"-(?P<n>\d+)gpus(?P<rest>(?:-[a-z]+)*)$"
-)
-_CONFIG_SUFFIXES = frozenset({"inference", "distortions"})
-_NETWORK = re.compile(r"^(?P<network>[A-Za-z0-9_.]+)-(?P<batch>\d+)$")
-_NAME_TF = re.compile(r"(?:^|_)TF(\d+)_(\d+)(?:_|$)")
 _TOTAL = re.compile(rb"^total images/sec:[ \t]*(\S+)[ \t]*\r?$", re.M)
 _STEP = re.compile(rb"^\d+\timages/sec:[ \t]*(\S+)[ \t]+\+/-(?P<tail>[^\n]*)$", re.M)
 _BATCH = re.compile(rb"^Batch size:\s+(\d+)\s+global\s*\n\s*(\d+)\s+per device", re.M)
@@ -72,38 +68,20 @@ _MODES = {"training": "training", "forward only": "inference"}
 _DATASETS = {"imagenet (synthetic)": "syn", "imagenet": "real"}
 
 
-def _name_flag(system: str, flag: str) -> bool:
-    """Whether ``flag`` is one of the ``_``-separated option words of the system name."""
-    words = re.split(r"[_-]", system.removesuffix(".logs"))
-    return flag in words
-
-
 def read_metadata(path: Path) -> dict[str, str]:
-    """``metadata`` as key -> value (tab-separated lines; ``GPU 0`` etc. are keys)."""
-    out: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        key, sep, value = line.partition("\t")
-        if sep and key.strip():
-            out[key.strip()] = value.strip()
-    return out
+    """``metadata`` as key -> value (:func:`fleet.lambda_layout.parse_metadata`)."""
+    return layout.parse_metadata(path.read_text(encoding="utf-8", errors="replace"))
 
 
 def parse_config(name: str) -> dict[str, object] | None:
     """``syn-replicated-fp32-4gpus-inference`` -> data, variable_update, precision, gpu_count,
     mode, distortions; None if the name does not follow the layout."""
-    m = _CONFIG.match(name)
-    if not m:
-        return None
-    suffixes = [s for s in m["rest"].split("-") if s]
-    if any(s not in _CONFIG_SUFFIXES for s in suffixes) or len(set(suffixes)) != len(suffixes):
-        return None
-    n = int(m["n"])
-    if n <= 0:
+    cfg = layout.parse_config(name)
+    if cfg is None or not cfg.published:
         return None
     return {
-        "data": m["data"], "variable_update": m["update"], "precision": m["precision"],
-        "gpu_count": n, "mode": "inference" if "inference" in suffixes else "training",
-        "distortions": "distortions" in suffixes,
+        "data": cfg.data, "variable_update": cfg.update, "precision": cfg.precision,
+        "gpu_count": cfg.gpus, "mode": cfg.mode, "distortions": cfg.distortions,
     }
 
 
@@ -181,7 +159,8 @@ def _header_checks(log: dict[str, object], cfg: dict[str, object], network: str,
 def _read_system(root: Path, system_dir: Path, problems: list[str]) -> list[dict[str, object]]:
     """Rows of one ``*.logs`` directory; problems appended (never raises for one bad file)."""
     system = system_dir.name
-    meta_path = system_dir / "metadata"
+    folder = layout.parse_system(system)
+    meta_path = system_dir / layout.METADATA
     meta: dict[str, str] = {}
     if meta_path.is_file():
         try:
@@ -192,19 +171,19 @@ def _read_system(root: Path, system_dir: Path, problems: list[str]) -> list[dict
         problems.append(f"{system}: no metadata (gpu and tf_version unknown)")
     gpu = meta.get("GPU 0")
     tf_version = meta.get("TF")
-    name_tf = _NAME_TF.search(system.removesuffix(".logs"))
-    if name_tf and tf_version and not tf_version.startswith(f"{name_tf[1]}.{name_tf[2]}"):
-        problems.append(f"{system}: name says TF {name_tf[1]}.{name_tf[2]} but metadata says TF "
+    name_tf = folder.tf_version
+    if name_tf and tf_version and not tf_version.startswith(name_tf):
+        problems.append(f"{system}: name says TF {name_tf} but metadata says TF "
                         f"{tf_version} (tf_version follows metadata)")
-    xla_in_name = _name_flag(system, "XLA")
-    nvlink = _name_flag(system, "NVLink")
+    xla_in_name = folder.xla
+    nvlink = folder.nvlink
     rows: list[dict[str, object]] = []
-    for path in sorted(system_dir.glob("*/*/throughput/*")):
+    for path in sorted(system_dir.glob(f"*/*/{layout.THROUGHPUT}/*")):
         if not path.is_file():
             continue
         rel = path.relative_to(root).as_posix()
         cfg = parse_config(path.parents[2].name)
-        net = _NETWORK.match(path.parents[1].name)
+        net = layout.parse_network(path.parents[1].name)
         if cfg is None or net is None:
             problems.append(f"{rel}: unexpected config or network directory name")
             continue
@@ -223,8 +202,8 @@ def _read_system(root: Path, system_dir: Path, problems: list[str]) -> list[dict
         if ips is None:
             problems.append(f"{rel}: total images/sec {log['total']!r} is not finite and positive")
             continue
-        batch = int(net["batch"])
-        for reason in _header_checks(log, cfg, net["network"], batch):
+        batch = net.batch
+        for reason in _header_checks(log, cfg, net.network, batch):
             problems.append(f"{rel}: {reason}")
         n = _int_or(log["devices"], _int_or(cfg["gpu_count"], 0))
         per_gpu = _int_or(log["per_device"], batch)
@@ -239,7 +218,7 @@ def _read_system(root: Path, system_dir: Path, problems: list[str]) -> list[dict
             "data": cfg["data"], "mode": cfg["mode"], "distortions": cfg["distortions"],
             "variable_update": cfg["variable_update"], "xla": bool(log["xla_ran"]),
             "xla_in_name": xla_in_name, "nvlink": nvlink, "tf_version": tf_version,
-            "network": net["network"], "global_batch": global_batch, "batch_per_gpu": per_gpu,
+            "network": net.network, "global_batch": global_batch, "batch_per_gpu": per_gpu,
             "rep": int(path.name), "images_per_sec": ips, "step_seconds": global_batch / ips,
             "step_images_per_sec_median": log["step_median"], "loss_nan": log["loss_nan"],
             "header_global_batch": log["global_batch"], "header_batch_per_gpu": log["per_device"],
@@ -257,7 +236,8 @@ def _read_system(root: Path, system_dir: Path, problems: list[str]) -> list[dict
 def _system_dirs(root: Path) -> Iterable[Path]:
     """Sub-directories holding a ``metadata`` file or named ``*.logs``."""
     return (p for p in sorted(root.iterdir())
-            if p.is_dir() and (p.name.endswith(".logs") or (p / "metadata").is_file()))
+            if p.is_dir() and (layout.is_system_folder(p.name)
+                               or (p / layout.METADATA).is_file()))
 
 
 def read_lambda(root: str | Path) -> tuple[pd.DataFrame, list[str]]:

@@ -160,3 +160,49 @@ def test_predict_does_not_import_tensorflow(small_csvs, tmp_path):
                          cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_train_records_its_thread_limit(small_csvs, tmp_path):
+    """--threads 1 caps every OpenMP/BLAS pool for the fit, even with no $OMP_NUM_THREADS (a
+    fresh process on this machine would otherwise start one OpenMP thread per core)."""
+    import os
+
+    code = (
+        "import typer\n"
+        "from typer.testing import CliRunner\n"
+        "from jobcast.cli.layerwise import register\n"
+        "app = typer.Typer()\n"
+        "app.callback()(lambda: None)\n"
+        "register(app)\n"
+        f"args = ['layerwise', 'train', '--data', {str(small_csvs['conv'])!r},"
+        f" '--out', {str(tmp_path / 'pred')!r}, '--models', 'gbt,linear', '--gbt-iter', '20',"
+        " '--threads', '1', '--json']\n"
+        "r = CliRunner().invoke(app, args)\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(r.stdout)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=REPO, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    payload = json.loads(out.stdout)
+    assert payload["threads"] == 1
+    assert "openmp" in payload["thread_pools"]  # the boosted trees' pool was loaded and capped
+    assert set(payload["thread_pools"].values()) == {1}, payload["thread_pools"]
+
+
+def test_train_threads_default_and_bounds(small_csvs, tmp_path, monkeypatch):
+    from jobcast.cli.layerwise import available_cpus, default_threads
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert default_threads() == 1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert default_threads() == available_cpus() >= 1
+    result = invoke("layerwise", "train", "--data", str(small_csvs["conv"]),
+                    "--out", str(tmp_path / "p"), "--threads", "0")
+    assert result.exit_code == 2 and "--threads" in text(result)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    result = invoke("layerwise", "train", "--data", str(small_csvs["dense"]),
+                    "--out", str(tmp_path / "p"), "--models", "linear", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["threads"] == 1

@@ -64,6 +64,7 @@ def test_report_is_self_contained_and_renders(store_url, tmp_path):
                     "Layerwise calibration", "Warnings (grouped)"):
         assert f"<h2>{heading}</h2>" in page
     assert "resnet50" in page and "<th>network</th>\n    </tr>" not in page  # no stray row
+    assert "<th>precision</th>" in page  # the example forecasts say which precision they ask
     browser = [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'ud'}"]
     dom = subprocess.run(
         [*browser, "--virtual-time-budget=10000", "--dump-dom", (out / "report.html").as_uri()],
@@ -147,3 +148,46 @@ def test_price_table_errors_name_file_and_line(store_url, tmp_path):
     )
     assert result.exit_code == 2
     assert f"{prices}:3" in result.output
+
+
+def test_examples_ask_for_the_precision_of_their_history(store_url):
+    """The V100 history holds fp16 runs and runs that state no precision: each is its own
+    example, answered by a model of its own variant (not the fp32-first default)."""
+    from ingest.store import Store
+    from jobcast.cli.report import forecast_jobs, job_table, variant_request
+
+    assert variant_request("compiler=xla,precision=fp16") == {"precision": "fp16",
+                                                              "tags": "compiler=xla"}
+    assert variant_request("") == {}
+    store = Store(store_url)
+    jobs = job_table(store)
+    problems: list[str] = []
+    examples = forecast_jobs(store, jobs[jobs["phase"] == "train"], problems)
+    assert not problems
+    v100 = examples[examples["deployment"] == "nvidia-v100-sxm2-16gb-x8"]
+    assert sorted(v100["precision"]) == ["fp16", "unstated"]
+    a100 = examples[examples["deployment"] == "nvidia-a100-sxm4-40gb-x8"]
+    assert list(a100["precision"]) == ["fp16"] and list(a100["route"]) == ["end-to-end"]
+    for row in examples.itertuples():
+        assert ("precision:fp16" in row.model) == (row.precision == "fp16"), row
+        assert (" · precision=fp16" in row.job) == (row.precision == "fp16"), row
+
+
+def test_compare_rows_say_why_and_which_precision(store_url):
+    args = ["compare", "--store", store_url, "--network", "resnet50", "--batch-size", "3264",
+            "--epochs", "1", "--device", "A100"]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {c["candidate"]: c for c in json.loads(result.stdout)["candidates"]}
+    a100 = rows["nvidia-a100-sxm4-40gb-x8"]  # its history: fp16 runs at batch 3264
+    assert a100["route"] == "end-to-end"
+    assert a100["precision"] == "fp16" and a100["variant"] == "precision=fp16"
+    assert a100["chosen"] and "precision=fp16" in a100["chosen"]
+    for row in rows.values():
+        assert row["chosen"] and row["precision"], row
+    assert rows["A100 x1"]["precision"] == "fp32"  # the layerwise route prices --precision
+    assert rows["A100 x1"]["variant"] == "precision=fp32"
+    table = CliRunner().invoke(app, args)
+    assert table.exit_code == 0, table.output
+    header = next(line for line in table.stdout.splitlines() if "candidate" in line)
+    assert "precision" in header and "chosen" in header

@@ -65,6 +65,17 @@ def _repairs(run: ParsedRun, kind: str) -> list[dict]:
     return [r for r in run.meta.get("repairs", []) if r["kind"] == kind]
 
 
+def _tiled(lines: list[str], starts: list, stops: list) -> list[float]:
+    """Each epoch's seconds by the tiling rule: from its epoch_start to the first epoch_start,
+    eval_start or run_stop at or after its epoch_stop (module rules of ``mlperf.spans``)."""
+    marks = sorted(t for key in ("epoch_start", "eval_start", "run_stop")
+                   for _, t, _ in _records(lines, key))
+    out = []
+    for (_, t0, _), (_, t1, _) in zip(starts, stops, strict=False):
+        out.append(next((t for t in marks if t >= t1 and t > t0), t1) - t0)
+    return out
+
+
 def _shift_ms(line: str, delta_ms: int) -> str:
     rec = json.loads(line[len(":::MLLOG "):])
     return line.replace(f'"time_ms": {rec["time_ms"]}', f'"time_ms": {rec["time_ms"] + delta_ms}')
@@ -119,8 +130,7 @@ def test_real_composer_log_with_stops_one_ahead() -> None:
     starts, stops = _records(lines, "epoch_start"), _records(lines, "epoch_stop")
     train = _train(run)
     assert len(train) == len(stops)
-    assert [s.seconds for s in train] == pytest.approx(
-        [b[1] - a[1] for a, b in zip(starts, stops, strict=False)], abs=1e-6)
+    assert [s.seconds for s in train] == pytest.approx(_tiled(lines, starts, stops), abs=1e-6)
     assert [s.epoch_start for s in train] == [a[2]["epoch_num"] for a in starts[: len(stops)]]
 
 
@@ -162,8 +172,8 @@ def test_real_log_with_junk_before_an_epoch_stop() -> None:
     [rep] = _repairs(run, "interleaved_record")
     assert rep["line"] == junk and "'xz'" in rep["detail"]
     starts, stops = _records(lines, "epoch_start"), _records(lines, "epoch_stop")
-    assert [s.seconds for s in _train(run)] == pytest.approx(
-        [b[1] - a[1] for a, b in zip(starts, stops, strict=False)], abs=1e-6)
+    assert [s.seconds for s in _train(run)] == pytest.approx(_tiled(lines, starts, stops),
+                                                             abs=1e-6)
 
 
 def test_headers_stamped_days_later_lose_their_time_only() -> None:
@@ -364,3 +374,34 @@ def test_repaired_runs_reach_the_store_with_their_warnings(tmp_path: Path) -> No
     for run in store.runs():
         for rep in run.meta.get("repairs", []):
             assert any(rep["kind"] in t or rep["detail"][:40] in t for t in said)
+
+
+# ------------------------------------------------------------------ asynchronous epoch marks
+
+def test_epoch_marks_logged_early_still_tile_the_training_time(tmp_path) -> None:
+    """Every epoch_stop moved 5 s earlier (as a host that logs an epoch when it is queued):
+    the epochs still end where the next segment starts, the train total is unchanged and the
+    run says so (``epoch_gap``), in ``runs --json`` too."""
+    from jobcast.cli.views import runs_payload
+
+    lines = _lines(V07)
+    early = [_shift_ms(line, -5000) if line.startswith(":::MLLOG ") and '"epoch_stop"' in line
+             else line for line in lines]
+    clean, shifted = _one(lines, V07), _one(early, V07)
+    assert not _repairs(clean, "epoch_gap")
+    total = sum(s.seconds for s in _train(clean))
+    assert math.isclose(sum(s.seconds for s in _train(shifted)), total, rel_tol=1e-6)
+    [rep] = _repairs(shifted, "epoch_gap")
+    assert "counted as training" in rep["detail"]
+    copy = tmp_path / "v0.7/NVIDIA/results/dgxa100_ngc20.06_mxnet/resnet/result_0.txt"
+    copy.parent.mkdir(parents=True)
+    copy.write_text("\n".join(early) + "\n", encoding="utf-8")
+    (tmp_path / "v0.7/NVIDIA/systems").mkdir()
+    shutil.copy(V07.parents[3] / "systems" / "dgxa100_ngc20.06_mxnet.json",
+                tmp_path / "v0.7/NVIDIA/systems")
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    report = ingest_paths(store, [str(copy)])
+    assert not report.rejected, report.rejected
+    [run] = runs_payload(store)
+    assert any("counted as training" in w for w in run["warnings"])
+    assert [r["kind"] for r in run["meta"]["repairs"]] == ["epoch_gap"]

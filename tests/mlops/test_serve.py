@@ -1,4 +1,5 @@
-"""Register the forecaster, serve it on loopback with ``mlflow models serve``, POST job tables."""
+"""Register the forecaster, serve it on loopback with ``jobcast serve`` (jobcast's own uvicorn
+server, :mod:`jobcast.mlops.serving`), POST job tables."""
 
 from __future__ import annotations
 

@@ -95,3 +95,30 @@ def test_extrapolates_agrees_with_predict_interval():
         model.extrapolates(i, b) for i, b in zip(X.iterations, X.batch_size, strict=True)
     ]
     assert flags[0] is False and flags[1] is True
+
+
+def _runs_of_mixed_length() -> pd.DataFrame:
+    """Three day-long batch-1 runs whose speeds differ by 30 % (as the CaffeNet batch-1 logs
+    do) and three runs of about a minute at batch 64, 128 and 512."""
+    rows = []
+    for run, batch, iters, step in [("b1a", 1, 34e6, 0.0082), ("b1b", 1, 38.5e6, 0.0065),
+                                    ("b1c", 1, 9.3e6, 0.0096), ("b64", 64, 1200, 0.060),
+                                    ("b128", 128, 1000, 0.090), ("b512", 512, 1000, 0.27)]:
+        for k in range(1, 21):
+            rows.append((run, iters * k / 20, batch, 1.0 + step * iters * k / 20))
+    return pd.DataFrame(rows, columns=["run", "iterations", "batch_size", "seconds"])
+
+
+def test_long_runs_do_not_outweigh_short_ones():
+    """Errors count relative to each run's own total: the day-long runs' disagreement must not
+    become a one-off cost of an hour for a one-minute job (as seconds alone make it)."""
+    df = _runs_of_mixed_length()
+    X, job = df[["iterations", "batch_size"]], pd.DataFrame({"iterations": [1000],
+                                                            "batch_size": [32]})
+    by_run = PhaseTimeModel().fit(X, df["seconds"], df["run"])
+    by_seconds = PhaseTimeModel(weighting="absolute").fit(X, df["seconds"], df["run"])
+    assert by_run.weighting == "run"
+    assert 15 < by_run.predict(job)[0] < 60  # between 1000 x 0.0096 s and 1000 x 0.060 s
+    assert by_seconds.predict(job)[0] > 1000
+    long = pd.DataFrame({"iterations": [34e6], "batch_size": [1]})
+    assert abs(by_run.predict(long)[0] / (1 + 0.0082 * 34e6) - 1) < 0.25

@@ -212,3 +212,23 @@ def test_two_batch_sizes_route_outside_and_between_them_to_the_hybrid(two_batche
     applied = mid.details["step_seconds"] / mid.details["hybrid"]["layerwise_step_seconds"][256]
     assert sorted(ratios) == [128, 512]
     assert min(ratios.values()) <= applied <= max(ratios.values())
+
+
+def test_a_batch_between_three_history_batch_sizes_is_hybrid(tmp_path):
+    """However many batch sizes history has, one it lacks is priced by the hybrid, which
+    interpolates the ratios of the nearest two (the end-to-end line fits them all at once)."""
+    text = CAFFENET_128.read_text()
+    logs = [CAFFENET_128]
+    for batch in (32, 512):  # the same log stated at other batch sizes: three in history
+        other = tmp_path / f"caffenet128_bs{batch}.log"
+        other.write_text(text.replace("batch_size: 128", f"batch_size: {batch}"))
+        logs.append(other)
+    store = _store(tmp_path, logs)
+    assert history_from_points(_train_history(store)).batch_sizes == (32, 128, 512)
+    forecaster = Forecaster(store=store)
+    out = forecaster.forecast(JobRequest(network="caffenet128",
+                                         deployment=store.runs()[0].deployment,
+                                         batch_size=64, iterations=5000))
+    assert out.ok and str(out.route) == "hybrid"
+    assert sorted(out.details["hybrid"]["ratios"]) == [32, 128, 512]
+    assert 0 < out.low < out.seconds < out.high < math.inf

@@ -82,6 +82,7 @@ from ingest.parsers.mlperf.spans import (
     Span,
     Truncation,
     block_spans,
+    close_epoch_gaps,
     drop_stepped,
     epoch_spans,
     eval_spans,
@@ -188,6 +189,8 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
     if not spans:
         return None
     evals = drop_stepped(eval_spans(run, cut, fix), scan.clock_steps, fix)
+    if mode == "epoch":
+        spans = close_epoch_gaps(spans, evals, run, fix)
     first_train_line = next(e.line for e in run if e.key in SEGMENT_KEYS)
 
     def param(*key_order: str) -> Event | None:

@@ -36,6 +36,9 @@ KINDS: dict[str, str] = {
     "unclosed_block": "a block_start while a block is open: the open block is closed there",
     "unclosed_eval": "an eval_start while an eval is open: the open eval is dropped",
     "duplicate_mark": "a stop repeating one already matched, or with nothing open; ignored",
+    "epoch_gap": "time between epoch_stop marks and the next segment (asynchronous epoch "
+                 "marks: the host logs an epoch as queued, the device finishes it later) "
+                 "counted as the epochs' training",
     "cpu_from_system": "a system without accelerators: the deployment names its host CPUs "
                        "(sockets per node x nodes) from the system description",
 }
