@@ -118,9 +118,31 @@ def select(
             f"{network!r} on deployment {deployment!r}; its history has: {seen}"
         )
     best_rank = max(variant_rank(m.variant, asked) for m in fits)
+    compatible_fits = fits
     fits = narrow([m for m in fits if variant_rank(m.variant, asked) == best_rank], system)
     chosen = max(fits, key=lambda m: _rank(m, iterations, batch_size))
-    return Choice(chosen, _reason(chosen, fits, asked, system, stack, iterations, batch_size))
+    reason = _reason(chosen, fits, asked, system, stack, iterations, batch_size)
+    assumed = _assumed(chosen, compatible_fits, asked)
+    return Choice(chosen, f"{reason}; {assumed}" if assumed else reason)
+
+
+def _assumed(m: FittedModel, fits: list[FittedModel], asked: Mapping[str, str]) -> str:
+    """One note on the variant keys the request left open while the key's history holds other
+    stated values of them (e.g. fp16 and fp32 runs): what answered, what else there is and how
+    to ask for it. Empty when nothing was left open."""
+    have = variant_dict(m.variant)
+    keys = sorted({k for f in fits for k in variant_dict(f.variant)} - set(asked))
+    used, also = [], []
+    for key in keys:
+        others = sorted({variant_dict(f.variant)[key] for f in fits
+                         if key in variant_dict(f.variant)} - {have.get(key, "")})
+        if others:
+            used.append(f"{key}={have[key]}" if key in have else f"{key} unstated")
+            also += [f"{key}={v}" for v in others]
+    if not also:
+        return ""
+    return (f"not asked, so assumed {', '.join(used)}; history also has {', '.join(also)} "
+            "(choose with --precision or --tag key=value)")
 
 
 def _reason(m: FittedModel, fits: list[FittedModel], asked: Mapping[str, str],

@@ -397,6 +397,7 @@ class HybridRoute:
                 "batch_log_distance": float(out["distance"]),
             },
             "end_to_end": {"seconds": result.seconds, "low": result.low, "high": result.high},
+            **({"chosen": result.details["chosen"]} if result.details.get("chosen") else {}),
             "why_hybrid": (f"batch size {req.batch_size} is not among the history's "
                            f"{', '.join(str(b) for b in history.batch_sizes)}"),
         }

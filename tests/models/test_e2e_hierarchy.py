@@ -245,3 +245,17 @@ def test_variant_key_is_canonical():
     assert variant_key({"Precision": "AMP", "compiler": "XLA"}) == "compiler=xla,precision=fp16"
     assert variant_key({}) == variant_key(None) == ""
     assert variant_key("data=synthetic; precision=fp32") == "data=synthetic,precision=fp32"
+
+
+def test_an_unstated_precision_is_named_with_the_others_history_has(tmp_path):
+    """A request that states no precision where the key has fp16 and fp32 models gets fp32
+    (the default) and a reason that names fp16 and how to ask for it; asking leaves no note."""
+    runs = [_run(variant={"precision": p}, rate=r, start=1.6e9 + i * DAY)
+            for p, r in (("fp16", 0.05), ("fp32", 0.1)) for i in range(2)]
+    report = fit_store_report(_store(tmp_path, runs))
+    open_ = select(report.models, "resnet50", A100, "train")
+    assert open_.model.variant == "precision=fp32"
+    assert "assumed precision=fp32" in open_.reason
+    assert "also has precision=fp16" in open_.reason and "--precision" in open_.reason
+    asked = select(report.models, "resnet50", A100, "train", variant={"precision": "fp16"})
+    assert "assumed" not in asked.reason

@@ -231,4 +231,5 @@ def test_a_batch_between_three_history_batch_sizes_is_hybrid(tmp_path):
                                          batch_size=64, iterations=5000))
     assert out.ok and str(out.route) == "hybrid"
     assert sorted(out.details["hybrid"]["ratios"]) == [32, 128, 512]
+    assert out.to_dict()["chosen"]  # why the end-to-end model it scales was chosen
     assert 0 < out.low < out.seconds < out.high < math.inf
