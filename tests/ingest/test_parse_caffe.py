@@ -333,3 +333,17 @@ def test_every_real_caffe_log_parses_plausibly(path):
         epoch_seconds = images / run.batch_size * per_iteration
         low, high = (60, 4 * 3600) if images == IMAGENET_TRAIN else (1, 1800)
         assert low < epoch_seconds < high, epoch_seconds
+
+
+def test_a_net_without_a_name_still_starts_a_run():
+    """Caffe logs ``Solving `` (trailing space, nothing after) for a net whose prototxt has no
+    name (ducha-aiki's SqueezeNet128 log): the run is read, named by the prototxt or the
+    user, not rejected as having no ``Solving`` line."""
+    lines = read(CAFFENET_KILLED)
+    [at] = [i for i, line in enumerate(lines) if line.endswith("] Solving CaffeNet")]
+    unnamed = lines[:at] + [lines[at].removesuffix("CaffeNet")] + lines[at + 1:]
+    (run,) = caffe.parse(unnamed, CTX)
+    (ref,) = caffe.parse(lines, CTX)
+    assert run.network == ref.network == "caffenet"  # the prototxt's name
+    assert [(s.phase, s.iterations, s.seconds) for s in run.segments] == [
+        (s.phase, s.iterations, s.seconds) for s in ref.segments]

@@ -78,7 +78,7 @@ _DISPLAY_RATE = re.compile(
 _TESTING = re.compile(r"^Iteration (\d+), Testing net \(#(\d+)\)$")
 _LR = re.compile(rf"^Iteration (\d+), lr = ({_NUM})$", re.I)
 _TEST_OUTPUT = re.compile(r"^\s*Test net output #\d+:")
-_SOLVING = re.compile(r"^Solving (.*)$")
+_SOLVING = re.compile(r"^Solving(?: (.*))?$")  # a net without a name logs "Solving "
 _USING_GPUS = re.compile(r"^Using GPUs ([\d,\s]+)$")
 _USE_GPU_ID = re.compile(r"^Use GPU with device ID (\d+)$")
 _GPU_NAME = re.compile(r"^GPU (\d+): (.+?)\s*$")
@@ -481,7 +481,7 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
         if builder.header_line(index, record):
             continue
         if m := _SOLVING.match(msg):
-            builder.solving(record, m.group(1))
+            builder.solving(record, (m.group(1) or "").strip())
         elif m := _TESTING.match(msg):
             builder.testing(record, _int(m.group(1), "iteration", record.line),
                             _int(m.group(2), "test net number", record.line))
