@@ -54,6 +54,7 @@ Rules
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from ingest.events import ParseError
@@ -337,7 +338,10 @@ def close_epoch_gaps(spans: list[Span], evals: list[Span], run: list[Event],
     gaps = own = 0.0
     first_line: int | None = None
     for span in spans:
-        nxt = next((t for t in starts if t >= span.end and t > span.start), None)
+        at = bisect.bisect_left(starts, span.end)
+        while at < len(starts) and starts[at] <= span.start:  # its own start (a 0 s span)
+            at += 1
+        nxt = starts[at] if at < len(starts) else None
         own += span.end - span.start
         if nxt is not None and nxt > span.end:
             gaps += nxt - span.end
