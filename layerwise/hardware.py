@@ -21,6 +21,15 @@ CPUINFO = Path("/proc/cpuinfo")
 MEMINFO = Path("/proc/meminfo")
 
 
+
+def usable_cpus() -> int | None:
+    """CPUs this process may run on: its affinity mask where the OS has one, else the machine's
+    count (None when even that is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
 def parse_cpuinfo(text: str) -> dict[str, object]:
     """Model name, logical/physical core counts, MHz and SIMD flags from ``/proc/cpuinfo`` text."""
     model = ""
@@ -115,7 +124,7 @@ def cpu_features(cpuinfo_text: str | None = None) -> dict[str, object]:
         except OSError:
             cpuinfo_text = ""
     info = parse_cpuinfo(cpuinfo_text)
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    usable = usable_cpus()
     logical = int(info["logical_cores"]) or int(usable or 1)
     physical = int(info["physical_cores"]) or logical
     cores = max(1, min(int(usable or logical), physical))

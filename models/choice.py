@@ -131,11 +131,11 @@ def _assumed(m: FittedModel, fits: list[FittedModel], asked: Mapping[str, str]) 
     stated values of them (e.g. fp16 and fp32 runs): what answered, what else there is and how
     to ask for it. Empty when nothing was left open."""
     have = variant_dict(m.variant)
-    keys = sorted({k for f in fits for k in variant_dict(f.variant)} - set(asked))
+    variants = [variant_dict(f.variant) for f in fits]
+    keys = sorted({k for v in variants for k in v} - set(asked))
     used, also = [], []
     for key in keys:
-        others = sorted({variant_dict(f.variant)[key] for f in fits
-                         if key in variant_dict(f.variant)} - {have.get(key, "")})
+        others = sorted({v[key] for v in variants if key in v} - {have.get(key, "")})
         if others:
             used.append(f"{key}={have[key]}" if key in have else f"{key} unstated")
             also += [f"{key}={v}" for v in others]

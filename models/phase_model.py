@@ -390,12 +390,10 @@ def _spans(it: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 
 def _run_totals(y: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Each row's run total (the seconds of the run's last row), at least 1e-9."""
-    out = np.empty_like(y, dtype=float)
-    for g in dict.fromkeys(groups):
-        idx = np.flatnonzero(groups == g)
-        out[idx] = max(float(y[idx[-1]]), 1e-9)
-    return out
+    """Each row's run total (the seconds of the run's last row, :func:`_final_rows`), at least
+    1e-9."""
+    total = {groups[i]: max(float(y[i]), 1e-9) for i in _final_rows(groups)}
+    return np.asarray([total[g] for g in groups], dtype=float)
 
 
 def _final_rows(groups: np.ndarray) -> np.ndarray:

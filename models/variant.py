@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from fleet.precision import parse_precision
 
 DEFAULTS: dict[str, str] = {"precision": "fp32", "compiler": "none", "data": "real"}
+UNSTATED = "unstated"  # how a key the history does not state is shown (e.g. its precision)
 _SPACE = re.compile(r"\s+")
 
 

@@ -79,11 +79,10 @@ def _parse_models(models: str) -> tuple[str, ...]:
 
 
 def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    """CPUs this process may run on (:func:`layerwise.hardware.usable_cpus`), at least 1."""
+    from layerwise.hardware import usable_cpus
+
+    return max(1, usable_cpus() or 1)
 
 
 def default_threads() -> int:

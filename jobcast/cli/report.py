@@ -27,10 +27,9 @@ from jobcast.cli import report_figures as figs
 from models.dataset import progress_points
 from models.e2e import FittedModel, load_models
 from models.evaluation import held_out_predictions
-from models.variant import variant_dict, variant_key
+from models.variant import UNSTATED, variant_dict, variant_key
 
 EXAMPLE_JOBS = 6  # the most common network x deployment x batch size x variant in the store
-UNSTATED = "unstated"  # the precision of history whose logs do not state one
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 h1{font-size:1.6em} h2{font-size:1.25em;border-bottom:1px solid #ccc;padding-bottom:.2em}

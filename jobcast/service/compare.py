@@ -15,17 +15,19 @@ that variant's precision, ``"unstated"`` when the history does not say.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from fleet.deployment import Deployment
 from jobcast.service.forecast import Forecast
 from jobcast.service.forecaster import Forecaster
 from jobcast.service.prices import PriceTable
 from jobcast.service.request import JobRequest
-from models.variant import variant_dict
+from models.fitted import FittedModel
+from models.variant import UNSTATED, variant_dict
 
 # Training-set sizes assumed when the caller gives none (samples per epoch).
 KNOWN_DATASETS = {"resnet20": ("CIFAR-10", 50_000), "resnet3-cifar10": ("CIFAR-10", 50_000)}
 DEFAULT_DATASET = ("ImageNet-1k", 1_281_167)
-UNSTATED = "unstated"
 
 
 def dataset_for(network: str, dataset_size: int | None) -> tuple[str, int]:
@@ -36,14 +38,14 @@ def dataset_for(network: str, dataset_size: int | None) -> tuple[str, int]:
     return KNOWN_DATASETS.get(network.lower(), DEFAULT_DATASET)
 
 
-def provenance(forecaster: Forecaster, outcome: Forecast) -> dict[str, str]:
-    """``chosen``, ``variant`` and ``precision`` of one answer (see the module rules)."""
+def provenance(by_id: Mapping[str, FittedModel], outcome: Forecast) -> dict[str, str]:
+    """``chosen``, ``variant`` and ``precision`` of one answer (see the module rules);
+    ``by_id``: the forecaster's end-to-end models by id."""
     details = outcome.details
     chosen = (details.get("chosen") or details.get("why_hybrid")
               or details.get("why_layerwise") or str(outcome.route))
     e2e_id = (details.get("models") or {}).get("end_to_end") or outcome.model
     # The id itself, else its part before "+" ("<model>+layerwise/…", "<model>+scaled/…").
-    by_id = {m.model_id: m for m in forecaster.models}
     model = by_id.get(e2e_id) or by_id.get(e2e_id.split("+", 1)[0])
     if model is not None:
         variant = model.variant
@@ -96,6 +98,7 @@ def compare(
             requests.append((device, n, JobRequest(optimizer=optimizer, image_size=image_size,
                                                    precision=precision, framework=framework,
                                                    **where, **common)))
+    by_id = {m.model_id: m for m in forecaster.models}
     rows = []
     for gpu, count, req in requests:
         outcome = forecaster.forecast(req)
@@ -118,7 +121,7 @@ def compare(
                 "high": outcome.high,
                 "unit": outcome.unit,
                 "extrapolated": outcome.extrapolated,
-                **provenance(forecaster, outcome),
+                **provenance(by_id, outcome),
                 "usd": cost["seconds"],
                 "usd_low": cost["low"],
                 "usd_high": cost["high"],

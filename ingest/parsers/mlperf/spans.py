@@ -55,7 +55,7 @@ Rules
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ingest.events import ParseError
 from ingest.parsers.mlperf.records import (
@@ -347,9 +347,7 @@ def close_epoch_gaps(spans: list[Span], evals: list[Span], run: list[Event],
             gaps += nxt - span.end
             if first_line is None and nxt - span.end > SAME_MARK_S:
                 first_line = span.end_line
-            span = Span(span.phase, span.start, nxt, span.start_line, span.end_line,
-                        span.epochs, span.epoch_start, span.epoch_end, span.start_index,
-                        span.end_index)
+            span = replace(span, end=nxt)
         out.append(span)
     if gaps > EPOCH_GAP_NOTE_S and gaps > EPOCH_GAP_NOTE_SHARE * own:
         fix.add("epoch_gap", first_line,
