@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q '$(TORCH_CPU)' \
 	  || $(BIN)/python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
-	$(BIN)/python -m pip install -q -e '.[tf,torch,ray,dev]'
+	$(BIN)/python -m pip install -q -e '.[tf,torch,ray,history,dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)   ## install, then run the main job on the bundled samples

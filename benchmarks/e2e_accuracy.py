@@ -1,399 +1,253 @@
-"""End-to-end accuracy on real logs, measured on runs the models did not train on.
+r"""End-to-end accuracy asked as a user asks, on runs the forecaster did not see (issue 22).
 
-1. MLPerf, bundled (``--logs``, ten systems): per system fit on its first two runs
-   (``result_0``, ``result_1``), forecast the total time (train + evaluation phases) of the
-   others from their iteration counts. The models are what ``jobcast fit`` fits on those runs
-   (pooled over systems, one per system where several share a key), asked as a user would:
-   with the system named (``model``) and without (``pooled``); next to the naive rule "this
-   system's mean seconds per training iteration x iterations".
-2. MLPerf, held-out public corpus (``--corpus``, or a store already ingested with
-   ``jobcast ingest``: ``--corpus-store``): the same protocol over every system with three or
-   more runs, then with one run of history per system (thin data: the system's level on the
-   pooled model, its interval from the prior).
-3. tf_cnn_benchmarks (``--lambda``): one Lambda key's forecasts at batch 256 and 512, fp16 and
-   fp32 (each variant its own model), and whether any model mixes precisions.
-4. Caffe CaffeNet-128: fit on one batch size, predict the other (one phase model).
+Protocol (the same path as ``jobcast predict --jobs``: ``Forecaster(store).forecast`` of a
+``JobRequest`` built from a CSV-like row):
 
-    nice -n 10 .venv/bin/python benchmarks/e2e_accuracy.py [--logs ../shared/data/logs] \
-        [--corpus /work/corpora/mlperf | --corpus-store sqlite:///corpus.db] \
-        [--lambda ../shared/data/lambda] [--out docs/e2e-accuracy.md]
+* **History** = each system's first ``--history`` result files (``result_N`` order within a
+  round; start time across rounds); every later, distinct run of the system is forecast
+  (byte-identical files re-filed in later rounds are one run: the store keeps one copy).
+* Protocols: ``per-round`` (a system is a submission of one round: one history store per
+  round) and ``across-rounds`` (a system is the submitter's system name over all rounds: one
+  history store, later rounds forecast from earlier ones).
+* The history store is what a user would have: its files ingested and ``jobcast fit``
+  (``jobcast.service.fitting.fit_store_all``: models, run summaries and the selector fitted
+  on the history's own backtest). ``prior: off`` judges candidates by that backtest alone;
+  ``prior: on`` combines it with the shipped prior, which was fitted on the ResNet corpus
+  itself (in-sample for the prior: reported apart); ``prior: held-out`` combines it with a
+  prior fitted on the reference backtest (``--prior-rows``, ``benchmarks/selector_prior.py``)
+  without the held-out data: per round, without that round's runs; across rounds, without
+  the systems of the half being forecast (two halves by system name). ``held-out`` is the
+  honest figure of what the shipped design does on data it did not see.
+* **Asked as a user asks**: network, the deployment as the system description names the
+  GPUs (``"8x NVIDIA A100-SXM4-80GB"``, ``"2x8 ..."`` for nodes), global batch size, the
+  run's training iterations, the target phase, and the system's name (``named``) or not
+  (``anon``). Never the stack, the variant or anything else read from the held-out run.
+* Targets: ``train`` (the run's training seconds, ``--phase train``) and ``job`` (MLPerf's
+  ``run_start`` -> ``run_stop``, the default whole-job forecast). Each is asked as of the
+  held-out run's start (``Forecaster.forecast(now=...)``), so the history's age is what the
+  user had then, not the years since.
+* **Naive rule**: the system's mean seconds per training iteration of its history times
+  the run's iterations (for ``job``: wall seconds per training iteration).
+
+    .venv/bin/jobcast ingest /work/corpora/mlperf --store sqlite:////tmp/corpus.db
+    nice .venv/bin/python benchmarks/e2e_accuracy.py --corpus-store sqlite:////tmp/corpus.db \
+        [--protocol per-round,across-rounds] [--prior off,on] [--out docs/e2e-accuracy.md]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import re
+import hashlib
+import json
+import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import sqlalchemy as sa
 
-import models.e2e as e2e
-from ingest.pipeline import Overrides, ingest_paths
-from ingest.store import Store
-from models.dataset import collect_points, progress_points, stack_key
-from models.e2e import NoModelError, fit_report, forecast, select
-from models.phase_model import PhaseTimeModel
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_LOGS = ROOT.parent / "shared" / "data" / "logs"
-DEFAULT_LAMBDA = ROOT.parent / "shared" / "data" / "lambda"
-DEFAULT_CORPUS = Path("/work/corpora/mlperf")
-UNKNOWN_GPU = "unknown-gpu-x1"
-PREFACE = """Commands (2 cores, loaded box: about 5 minutes):
+from ingest.pipeline import ingest_paths  # noqa: E402
+from ingest.store import Store  # noqa: E402
+from jobcast.service.backtest import fit_selector  # noqa: E402
+from jobcast.service.fitting import fit_store_all  # noqa: E402
+from jobcast.service.forecaster import Forecaster  # noqa: E402
+from jobcast.service.request import JobRequest  # noqa: E402
+from models.selector import RELATION_FIELDS, BacktestSelector  # noqa: E402
 
-    nice -n 10 .venv/bin/python benchmarks/e2e_accuracy.py --out docs/e2e-accuracy.md
-    # or ingest the held-out corpus once and reuse it:
-    .venv/bin/jobcast ingest /work/corpora/mlperf --store sqlite:////tmp/corpus.db
-    nice -n 10 .venv/bin/python benchmarks/e2e_accuracy.py --corpus-store sqlite:////tmp/corpus.db
-
-How to read it:
-
-- *model*: what `jobcast fit` fits on the history (models keyed network x deployment x phase x
-  stack x variant, pooled over systems, one per system where several share a key;
-  `models.hierarchy`), asked as `jobcast predict --system S --stack K` would be. *pooled*: the
-  same models asked without a system (what every forecast was before issue 12). *naive*: this
-  system's mean seconds per training iteration of its history x the run's iterations.
-- A system is `meta["system"]` (MLPerf: submitter/system). "Sharing their key": systems whose
-  deployment, stack and variant other systems also have: there pooling used to mix machines.
-- Intervals: 90 %; a one-run system's interval comes from the pooled prior (the spread of
-  comparable models' errors), not from its own cross-validation.
-- `total_weight` (`models.phase_model`): each run's total weighs as much as its whole progress
-  curve (default 1). With 0, the plain curve fit of before: the lines "the same models with
-  total_weight=0" measure both in one process. On the bundled ten systems the curve-only fit
-  is 0.03 points better: all of it from one system (Dell 4xXE8545) whose five runs have the
-  same length, where the totals-anchored model says what the naive rule says (1021.7 s) and the
-  curve-only one happened to land nearer the later runs (1024.6 s, actual 1024-1026 s).
-  The corpus (30 times the held-out runs) is the better judge: there weighting the totals
-  beats both the curve-only fit and the naive rule. Weights 0 / 0.1 / 0.25 / 0.5 / 1 / 2
-  (2 runs of history; this round's parser and fit): bundled 0.42 / 0.43 / 0.44 / 0.45 / 0.45 /
-  0.46 %, corpus 0.51 / 0.46 / 0.42 / 0.39 / 0.37 / 0.36 %. The default stays 1 (chosen on the
-  previous round's numbers; not re-tuned on the held-out corpus).
-- Truth: a run's phase totals as stored. Since this round MLPerf epochs tile the training
-  time (an epoch ends where the next segment starts: `ingest.parsers.mlperf.spans`), so a log
-  whose epoch marks are asynchronous no longer loses the time between them (NVIDIA's 64-node
-  H100 v3.0 result_0: 11.3 s of 31 s). That run had made its system's history inconsistent
-  (the worst forecast of the corpus, 30-53 % off); the corpus figures below moved with it.
-- Fit weighting: `PhaseTimeModel(weighting="run")`, a point's error relative to its run's
-  total (docs/batch-hybrid.md); for MLPerf, whose runs of one system have one length, the
-  same as seconds within 0.001 point on the bundled systems.
-"""
+ROUND = r"/(v\d+\.\d+)/"
 
 
-def run_number(source: str) -> int | None:
-    m = re.search(r"result_(\d+)\.txt$", source)
-    return int(m.group(1)) if m else None
+def corpus_runs(url: str) -> pd.DataFrame:
+    """One row per stored run: source, system, deployment as named, batch, totals, wall."""
+    engine = sa.create_engine(url)
+    runs = pd.read_sql(
+        "select r.id, f.source, r.network, r.deployment, r.accelerator, "
+        "r.accelerators_per_node as per_node, r.nodes, r.batch_size, r.start_time, r.meta "
+        "from runs r join files f on r.file_id = f.id", engine)
+    segs = pd.read_sql("select run_id, phase, iterations, seconds from segments", engine)
+    tot = segs.groupby(["run_id", "phase"])[["iterations", "seconds"]].sum().unstack(fill_value=0)
+    tot.columns = [f"{a}_{b}" for a, b in tot.columns]
+    runs = runs.join(tot, on="id")
+    meta = runs.pop("meta").map(json.loads)
+    runs["system"] = meta.map(lambda m: " ".join(str(m.get("system") or "").split()))
+    runs["wall"] = meta.map(lambda m: (m["run_stop"] - m["run_start"])
+                            if m.get("run_stop") and m.get("run_start") else np.nan)
+    runs["round"] = runs["source"].str.extract(ROUND, expand=False).fillna("")
+    runs["n"] = runs["source"].str.extract(r"result_(\d+)", expand=False).astype(float)
+    return runs[(runs["system"] != "") & (runs.get("iterations_train", 0) > 0)]
 
 
-def finals(points: pd.DataFrame) -> pd.DataFrame:
-    return points[points["final"]]
+def deployment_text(r: pd.Series) -> str:
+    per, nodes = int(r["per_node"] or 1), int(r["nodes"] or 1)
+    name = r["accelerator"] or r["deployment"]
+    return f"{nodes}x{per} {name}" if nodes > 1 else f"{per}x {name}"
 
 
-def _system_key(points: pd.DataFrame) -> pd.Series:
-    cols = [points["deployment"], points["stack"].map(stack_key), points["variant"],
-            points["system"]]
-    return cols[0].str.cat(cols[1:], sep=" | ")
+def split(runs: pd.DataFrame, protocol: str, history: int):
+    runs = runs.copy()
+    if protocol == "per-round":
+        runs["sys"], runs["order"] = runs["round"] + "|" + runs["system"], runs["n"]
+    else:
+        runs["sys"], runs["order"] = runs["system"], runs["start_time"].fillna(0)
+    runs = runs.sort_values(["sys", "order", "source"])
+    runs["rank"] = runs.groupby("sys").cumcount()
+    runs = runs[runs.groupby("sys")["id"].transform("size") > history]
+    return runs[runs["rank"] < history], runs[runs["rank"] >= history]
 
 
-def _forecast_run(by_dep: dict, run: pd.DataFrame, system: str | None) -> tuple | None:
-    """(seconds, low, high, model id, thin) of one held-out run's phases; None if a phase
-    has no model."""
-    total = np.zeros(3)
-    ids, thin = [], False
-    for _, row in finals(run).iterrows():
-        try:
-            choice = select(by_dep.get(row["deployment"], []), row["network"],
-                            row["deployment"], row["phase"], row["stack"], row["iterations"],
-                            int(row["batch_size"]), row["variant"], system)
-        except NoModelError:
-            return None
-        out = forecast(choice.model, float(row["iterations"]), int(row["batch_size"]))
-        total += [out["seconds"], out["low"], out["high"]]
-        ids.append(choice.model.model_id)
-        thin = thin or out["thin"]
-    return (*total, ids[0], thin)
+def history_store(path: Path, sources: list[str]) -> tuple[Store, float]:
+    store = Store(f"sqlite:///{path}")
+    started = time.perf_counter()
+    ingest_paths(store, sources, workers=2)
+    fit_store_all(store)
+    return store, time.perf_counter() - started
 
 
-@contextlib.contextmanager
-def total_weight(weight: float | None):
-    """Fit every key with ``PhaseTimeModel(total_weight=weight)`` inside (None: the default)."""
-    if weight is None:
-        yield
-        return
-    default = e2e._fit_key
-
-    def fit_key(df: pd.DataFrame, form: str) -> PhaseTimeModel:
-        cols = ["iterations", "batch_size", "clock_resolution_s"]
-        return PhaseTimeModel(form=form, total_weight=weight).fit(df[cols], df["seconds"],
-                                                                  df["run_id"])
-
-    e2e._fit_key = fit_key
-    try:
-        yield
-    finally:
-        e2e._fit_key = default
-
-
-def holdout(points: pd.DataFrame, history: int = 2, weight: float | None = None) -> pd.DataFrame:
-    """Per system: fit on its first ``history`` runs (by result number), forecast the rest;
-    one row per held-out run with the model (system named), pooled and naive forecasts.
-    ``weight``: the models' ``total_weight`` (None: the default)."""
-    pts = points[points["source"].map(run_number).notna()].copy()
-    pts["n"] = pts["source"].map(run_number)
-    pts["syskey"] = _system_key(pts)
-    runs = pts.groupby("run_id").agg(syskey=("syskey", "first"), n=("n", "first"))
-    runs["rank"] = runs.sort_values(["n"]).groupby("syskey").cumcount()
-    pts["rank"] = pts["run_id"].map(runs["rank"])
-    train, test = pts[pts["rank"] < history], pts[pts["rank"] >= history]
-    with total_weight(weight):
-        report = fit_report(train.drop(columns=["n", "syskey", "rank"]))
-    by_dep: dict[str, list] = {}
-    for m in report.models:
-        by_dep.setdefault(m.deployment, []).append(m)
-    tr_final = finals(train)
-    per_run = tr_final.groupby("run_id").agg(seconds=("seconds", "sum"), syskey=("syskey", "first"))
-    per_run["iterations"] = tr_final[tr_final["phase"] == "train"].groupby("run_id")[
-        "iterations"].sum()
-    rate = (per_run["seconds"] / per_run["iterations"]).groupby(per_run["syskey"]).mean()
-    shared = train.groupby(_system_key(train.assign(system="")))["system"].nunique()
+def forecast_rows(fc: Forecaster, test: pd.DataFrame, hist: pd.DataFrame) -> list[dict]:
+    per_it = hist.assign(rate=hist["seconds_train"] / hist["iterations_train"],
+                         wrate=hist["wall"] / hist["iterations_train"])
+    rate = per_it.groupby("sys")[["rate", "wrate"]].mean()
     rows = []
-    for _, run in test.groupby("run_id"):
-        fin = finals(run)
-        key = run["syskey"].iloc[0]
-        train_fin = fin[fin["phase"] == "train"]
-        if key not in rate.index or train_fin.empty:
+    for _, r in test.iterrows():
+        base = {"network": r["network"], "deployment": deployment_text(r),
+                "batch_size": int(r["batch_size"]),
+                "iterations": int(round(r["iterations_train"]))}
+        for target, actual, naive in (
+                ("train", r["seconds_train"], rate.at[r["sys"], "rate"] * r["iterations_train"]),
+                ("job", r["wall"], rate.at[r["sys"], "wrate"] * r["iterations_train"])):
+            if not (actual > 0 and np.isfinite(naive)):
+                continue
+            for ask, system in (("named", r["system"]), ("anon", None)):
+                out = fc.forecast(JobRequest.from_mapping({**base, "phase": target,
+                                                           "system": system}),
+                                  now=r["start_time"] if r["start_time"] > 0 else None)
+                row = {"system": r["sys"], "round": r["round"], "target": target, "ask": ask,
+                       "actual": actual, "naive": naive, "source": r["source"]}
+                if out.ok:
+                    row |= {"forecast": out.seconds, "low": out.low, "high": out.high,
+                            "candidate": out.details.get("candidate", str(out.route))}
+                else:
+                    row |= {"forecast": np.nan, "error": out.error}
+                rows.append(row)
+    return rows
+
+
+def half(system: str) -> int:
+    """The half a system falls in (a stable hash of its name)."""
+    return int(hashlib.sha1(system.encode()).hexdigest(), 16) % 2
+
+
+def held_out_prior(rows: pd.DataFrame, keep) -> BacktestSelector:
+    """A prior fitted on the reference backtest rows ``keep`` selects."""
+    return fit_selector(rows[keep(rows)])
+
+
+def evaluate(runs: pd.DataFrame, protocol: str, history: int, prior: str, work: Path,
+             prior_rows: pd.DataFrame | None) -> pd.DataFrame:
+    hist, test = split(runs, protocol, history)
+    groups = sorted(hist["round"].unique()) if protocol == "per-round" else ["all"]
+    rows = []
+    for g in groups:
+        h = hist if g == "all" else hist[hist["round"] == g]
+        t = test if g == "all" else test[test["round"] == g]
+        db = work / f"{protocol}-{g}.db"
+        if db.exists():
+            store, took = Store(f"sqlite:///{db}"), 0.0
+        else:
+            store, took = history_store(db, list(h["source"]))
+        print(f"  {protocol} {g}: {len(h)} history runs, {len(t)} held out (fit {took:.0f} s)",
+              flush=True)
+        if prior != "held-out":
+            rows += forecast_rows(Forecaster(store, prior=prior == "on"), t, h)
             continue
-        own = _forecast_run(by_dep, run, run["system"].iloc[0])
-        pooled = _forecast_run(by_dep, run, None)
-        if own is None or pooled is None:
+        if prior_rows is None:
+            raise SystemExit("--prior held-out needs --prior-rows")
+        if protocol == "per-round":
+            sel = held_out_prior(prior_rows, lambda r, g=g: r["round"] != g)
+            rows += forecast_rows(Forecaster(store, prior=sel), t, h)
             continue
-        actual = float(fin["seconds"].sum())
-        naive = float(rate[key]) * float(train_fin["iterations"].sum())
-        group = _system_key(run.iloc[:1].assign(system="")).iloc[0]
-        rows.append({
-            "system": run["system"].iloc[0] or "(unknown)", "deployment": run["deployment"].iloc[0],
-            "stack": run["stack"].iloc[0], "run": int(run["n"].iloc[0]), "actual_s": actual,
-            "model_s": own[0], "pooled_s": pooled[0], "naive_s": naive,
-            "model_ape_%": 100 * abs(own[0] - actual) / actual,
-            "pooled_ape_%": 100 * abs(pooled[0] - actual) / actual,
-            "naive_ape_%": 100 * abs(naive - actual) / actual,
-            "in_90%_interval": bool(own[1] <= actual <= own[2]),
-            "interval_width_%": 100 * (own[2] - own[1]) / own[0],
-            "thin": own[4], "shares_key": int(shared.get(group, 1)) > 1, "model": own[3],
-        })
+        for k in (0, 1):
+            sel = held_out_prior(prior_rows, lambda r, k=k: r["target_system"].map(half) != k)
+            part = t[t["system"].map(half) == k]
+            rows += forecast_rows(Forecaster(store, prior=sel), part, h)
     return pd.DataFrame(rows)
 
 
-def curve_only(points: pd.DataFrame, history: int, table: pd.DataFrame) -> str:
-    """The same protocol with ``total_weight=0`` (the plain curve fit, before issue 12)."""
-    other = holdout(points, history, weight=0.0)
-    if other.empty:
-        return "total_weight=0: no held-out runs"
-    keep = other["shares_key"]
-    shared = (f"; systems sharing their key {other[keep]['model_ape_%'].mean():.2f} %"
-              if keep.any() else "")
-    return (f"the same models with total_weight=0 (curve only, as before): "
-            f"{other['model_ape_%'].mean():.2f} % (median {other['model_ape_%'].median():.2f} "
-            f"%{shared}) against {table['model_ape_%'].mean():.2f} % with the default")
+def reference_rows(path: Path, store_url: str) -> pd.DataFrame:
+    """Backtest rows of ``benchmarks/selector_prior.py`` with each target's round."""
+    rows = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    for col in RELATION_FIELDS:
+        rows[col] = rows[col].fillna("").astype(str)
+    sources = pd.read_sql("select r.id, f.source from runs r join files f on r.file_id = f.id",
+                          sa.create_engine(store_url)).set_index("id")["source"]
+    rows["round"] = rows["target_run"].map(sources).str.extract(ROUND, expand=False).fillna("")
+    return rows
 
 
-def summary(table: pd.DataFrame, label: str) -> str:
-    """One line: MAPE / median / max of model, pooled and naive, interval coverage."""
-    if table.empty:
-        return f"{label}: no held-out runs"
-
-    def stats(col: str) -> str:
-        v = table[col]
-        return f"{v.mean():.2f} % (median {v.median():.2f} %, max {v.max():.1f} %)"
-
-    return (f"{label} ({len(table)} held-out runs, {table['system'].nunique()} systems): "
-            f"**model {stats('model_ape_%')}**; pooled {stats('pooled_ape_%')}; naive "
-            f"per-system s/iteration {stats('naive_ape_%')}; {table['in_90%_interval'].mean():.0%}"
-            f" inside the model's 90 % interval (median width "
-            f"{table['interval_width_%'].median():.1f} %)")
-
-
-def corpus_section(points: pd.DataFrame, ingest_note: str) -> list[str]:
-    lines = ["## MLPerf held-out corpus: per system, history of its first runs, forecast the "
-             "others", "", ingest_note, ""]
-    for history in (2, 1):
-        started = time.perf_counter()
-        table = holdout(points, history)
-        took = time.perf_counter() - started
-        lines += [f"### {history} run{'s' * (history > 1)} of history per system "
-                  f"(fit and forecast {took:.0f} s)", ""]
-        lines.append("- " + summary(table, "all"))
-        if not table.empty:
-            for flag, label in ((True, "systems sharing their key with others"),
-                                (False, "systems alone on their key")):
-                lines.append("- " + summary(table[table["shares_key"] == flag], label))
-            lines.append("- " + curve_only(points, history, table))
-            worst = table.sort_values("model_ape_%", ascending=False).head(5)
-            lines += ["", "Largest model errors:", "",
-                      worst[["system", "deployment", "stack", "run", "actual_s", "model_s",
-                             "naive_s", "model_ape_%", "naive_ape_%", "thin"]]
-                      .to_markdown(index=False, floatfmt=".1f")]
-        lines.append("")
-    return lines
-
-
-def lambda_section(lambda_dir: Path, tmp: str) -> list[str]:
-    store = Store(f"sqlite:///{tmp}/lambda.db")
-    started = time.perf_counter()
-    report = ingest_paths(store, [str(lambda_dir)])
-    took = time.perf_counter() - started
-    points, skipped = collect_points(store)
-    train = points[points["phase"] == "train"]
-    fitted = fit_report(points)
-    lines = ["## tf_cnn_benchmarks (Lambda): variants and batch size", "",
-             f"Ingested {len(report.added)} files in {took:.0f} s ({len(report.rejected)} "
-             f"rejected, {len(skipped)} runs skipped by the fit); {len(fitted.models)} models, "
-             f"{len(fitted.failures)} keys not fitted."]
-    runs = train.groupby("run_id")["variant"].first()
-    stated = runs.str.contains("precision=").sum()
-    mixed = [m.model_id for m in fitted.models if "precision=" not in m.variant
-             and train[(train["network"] == m.network)
-                       & (train["deployment"] == m.deployment)]["variant"]
-             .str.contains("precision=").any()]
-    lines += [f"Runs stating a precision: {stated} of {len(runs)}; models whose key holds no "
-              f"precision although runs of their network and deployment state one: "
-              f"{len(mixed)} (a model's runs share one variant key, so none mixes precisions).",
-              ""]
-    candidates = [m for m in fitted.models if m.system and m.phase == "train"
-                  and "precision=fp16" in m.variant] or [
-        m for m in fitted.models if m.phase == "train" and "precision=fp16" in m.variant]
-    if not candidates:
-        return lines + ["(no fp16 Lambda model)", ""]
-    pick = sorted(candidates, key=lambda m: (m.network != "resnet50", m.deployment,
-                                             m.model_id))[0]
-    rows = []
-    for precision in ("fp16", "fp32"):
-        variant = re.sub(r"precision=fp16", f"precision={precision}", pick.variant)
-        for batch in (256, 512):
-            try:
-                choice = select(fitted.models, pick.network, pick.deployment, "train", pick.stack,
-                                1000, batch, variant, pick.system or None)
-            except NoModelError as exc:
-                rows.append({"precision": precision, "batch": batch, "error": str(exc)})
-                continue
-            out = forecast(choice.model, 1000, batch)
-            rows.append({"precision": precision, "batch": batch, "seconds": out["seconds"],
-                         "low": out["low"], "high": out["high"], "thin": out["thin"],
-                         "model": choice.model.model_id})
-    lines += [f"1000 steps of {pick.network} on {pick.deployment}, system "
-              f"{pick.system or '(pooled)'}, stack {pick.stack!r}:", "",
-              pd.DataFrame(rows).to_markdown(index=False, floatfmt=".1f"), ""]
-    return lines
-
-
-def caffe_table(points: pd.DataFrame) -> pd.DataFrame:
-    caffenet = points[(points["network"] == "caffenet") & (points["phase"] == "train")]
-    rows = []
-    batches = sorted(caffenet["batch_size"].unique())
-    for train_b in batches:
-        for test_b in batches:
-            if train_b == test_b:
-                continue
-            fit_on = caffenet[caffenet["batch_size"] == train_b]
-            model = PhaseTimeModel().fit(fit_on[["iterations", "batch_size"]], fit_on["seconds"],
-                                         fit_on["run_id"])
-            tr_final = finals(fit_on)
-            rate = (tr_final["seconds"] / tr_final["iterations"]).mean()
-            for _, row in finals(caffenet[caffenet["batch_size"] == test_b]).iterrows():
-                x = pd.DataFrame({"iterations": [row["iterations"]], "batch_size": [test_b]})
-                out = model.predict_interval(x).iloc[0]
-                actual = float(row["seconds"])
-                rows.append({
-                    "fit on batch": int(train_b), "predict batch": int(test_b),
-                    "iterations": int(row["iterations"]), "actual_s": actual,
-                    "model_s": float(out["seconds"]),
-                    "interval": f"{out['low']:.0f}–{out['high']:.0f}",
-                    "model_ape_%": 100 * abs(out["seconds"] - actual) / actual,
-                    "naive_per_iteration_ape_%": 100 * abs(rate * row["iterations"] - actual)
-                    / actual,
-                    "form": model.form_,
-                })
-    return pd.DataFrame(rows)
-
-
-def shared_section(logs: Path, tmp: str) -> list[str]:
-    store = Store(f"sqlite:///{tmp}/acc.db")
-    report = ingest_paths(store, [str(logs)])
-    # The CaffeNet logs name no GPU: ingest them on a placeholder deployment (one GPU).
-    caffe = [e.source for e in report.rejected if "accelerators" in str(e)]
-    retry = ingest_paths(store, caffe, Overrides(deployment=UNKNOWN_GPU))
-    rejected = [e for e in report.rejected if e.source not in caffe] + retry.rejected
-    points = progress_points(store)
-    table = holdout(points[points["source"].str.contains("mlperf")], 2)
-    lines = [f"Ingested {len(report.added) + len(retry.added)} files "
-             f"({len(report.duplicates)} duplicates by content, {len(rejected)} rejected).", "",
-             "## MLPerf, bundled systems: fit on each system's first two runs, forecast the "
-             "others (total train + eval seconds)", "",
-             "model = the fitted models asked with the system named; pooled = asked without "
-             "one; naive = mean seconds per training iteration of the system's first two runs "
-             "x iterations.", ""]
-    if not table.empty:
-        cols = ["system", "deployment", "run", "actual_s", "model_s", "pooled_s", "naive_s",
-                "model_ape_%", "pooled_ape_%", "naive_ape_%", "in_90%_interval"]
-        table = table.sort_values(["deployment", "system", "run"])
-        mlperf = points[points["source"].str.contains("mlperf")]
-        lines += [table[cols].to_markdown(index=False, floatfmt=".1f"), "",
-                  "- " + summary(table, "bundled MLPerf"),
-                  "- " + curve_only(mlperf, 2, table), ""]
-    cf = caffe_table(points)
-    lines += ["## Caffe CaffeNet-128: fit on one batch size, predict the other (train phase)",
-              "", cf.to_markdown(index=False, floatfmt=".1f") if not cf.empty
-              else "(no CaffeNet logs)", ""]
-    return lines
-
-
-def corpus_points(args: argparse.Namespace, tmp: str) -> tuple[pd.DataFrame, str]:
-    if args.corpus_store:
-        points, skipped = collect_points(Store(args.corpus_store))
-        return points, (f"Store {args.corpus_store} (ingested beforehand with `jobcast "
-                        f"ingest`): {points['run_id'].nunique()} usable runs, {len(skipped)} "
-                        "skipped by the fit.")
-    store = Store(f"sqlite:///{tmp}/corpus.db")
-    started = time.perf_counter()
-    report = ingest_paths(store, [str(args.corpus)])
-    took = time.perf_counter() - started
-    points, skipped = collect_points(store)
-    return points, (f"Ingested {args.corpus} in {took:.0f} s: {len(report.added)} files added, "
-                    f"{len(report.duplicates)} duplicates by content, {len(report.rejected)} "
-                    f"rejected; {points['run_id'].nunique()} usable runs, {len(skipped)} skipped "
-                    "by the fit.")
+def score(table: pd.DataFrame) -> pd.DataFrame:
+    table = table.assign(ape=100 * (table["forecast"] - table["actual"]).abs() / table["actual"],
+                         naive_ape=100 * (table["naive"] - table["actual"]).abs()
+                         / table["actual"],
+                         covered=(table["low"] <= table["actual"])
+                         & (table["actual"] <= table["high"]))
+    out = table.groupby(["target", "ask"]).agg(
+        runs=("ape", "size"), answered=("ape", "count"), mape=("ape", "mean"),
+        median=("ape", "median"), worst=("ape", "max"), naive_mape=("naive_ape", "mean"),
+        naive_median=("naive_ape", "median"), coverage=("covered", "mean"))
+    out["ratio_to_naive"] = out["mape"] / out["naive_mape"]
+    out["coverage"] *= 100
+    return out.reset_index()
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--logs", type=Path, default=DEFAULT_LOGS)
-    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
-    ap.add_argument("--corpus-store", default=None, help="A store the corpus is ingested in.")
-    ap.add_argument("--lambda", dest="lambda_dir", type=Path, default=DEFAULT_LAMBDA)
-    ap.add_argument("--skip", default="", help="Comma-separated sections to skip: "
-                    "shared, corpus, lambda.")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus-store", required=True)
+    ap.add_argument("--protocol", default="per-round,across-rounds")
+    ap.add_argument("--prior", default="off,on", help="off, on, held-out (comma-separated)")
+    ap.add_argument("--prior-rows", type=Path, default=None,
+                    help="reference backtest rows (benchmarks/selector_prior.py --rows)")
+    ap.add_argument("--prior-store", default=None,
+                    help="the store those rows were backtested on (for their rounds)")
+    ap.add_argument("--history", type=int, default=2)
+    ap.add_argument("--rounds", default="", help="only these rounds, e.g. v0.7,v1.0")
+    ap.add_argument("--work", type=Path, default=None, help="keep the history stores here")
+    ap.add_argument("--csv", type=Path, default=None, help="write every forecast here")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    lines: list[str] = []
+    runs = corpus_runs(args.corpus_store)
+    if args.rounds:
+        runs = runs[runs["round"].isin(args.rounds.split(","))]
+    prior_rows = (reference_rows(args.prior_rows, args.prior_store)
+                  if args.prior_rows and args.prior_store else None)
+    lines, frames = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        if "shared" not in skip:
-            lines += shared_section(args.logs, tmp)
-        if "corpus" not in skip and (args.corpus_store or args.corpus.exists()):
-            points, note = corpus_points(args, tmp)
-            lines += corpus_section(points, note)
-        if "lambda" not in skip and args.lambda_dir.exists():
-            lines += lambda_section(args.lambda_dir, tmp)
-    text = "\n".join(lines)
-    print(text)
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        for protocol in args.protocol.split(","):
+            for prior in args.prior.split(","):
+                started = time.perf_counter()
+                table = evaluate(runs, protocol, args.history, prior, work, prior_rows)
+                table["protocol"], table["prior"] = protocol, prior
+                frames.append(table)
+                res = score(table)
+                lines += [f"### {protocol}, prior {prior} ({time.perf_counter() - started:.0f} s)",
+                          "", res.to_markdown(index=False, floatfmt=".2f"), "",
+                          "chosen candidates: " + ", ".join(
+                              f"{k} {v}" for k, v in table["candidate"].value_counts().items()),
+                          ""]
+                print("\n".join(lines[-5:]), flush=True)
+    if args.csv:
+        pd.concat(frames).to_csv(args.csv, index=False)
     if args.out:
-        args.out.write_text(
-            "# End-to-end accuracy (generated by benchmarks/e2e_accuracy.py)\n\n" + PREFACE
-            + "\n" + text + "\n"
-        )
+        args.out.write_text("# End-to-end accuracy, asked as a user asks (generated by "
+                            "benchmarks/e2e_accuracy.py)\n\n" + (__doc__ or "") + "\n"
+                            + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

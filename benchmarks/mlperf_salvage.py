@@ -16,8 +16,13 @@ Two parts, on one corpus (default ``../shared/data/logs/mlperf``; the held-out o
   medians of wall and CPU (process) seconds, MB/s and the new/old ratio are reported. CPU
   seconds are the steadier figure on a shared machine.
 
+  With ``--results-only`` the outcomes cover the ``result_*.txt`` files only (the
+  ``/work/corpora/mlperf-other`` corpus also holds READMEs, configs and code) and are also
+  given per round and benchmark folder (``by_benchmark``: files, stored, runs, runs repaired
+  by kind, rejected by reason, network names).
+
     .venv/bin/python benchmarks/mlperf_salvage.py [CORPUS] [--repeats 5] [--old-rev HEAD]
-        [--no-old] [--json FILE]
+        [--no-old] [--results-only] [--json FILE]
 """
 
 from __future__ import annotations
@@ -48,46 +53,71 @@ from ingest.pipeline import discover, parse_data  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "data" / "logs" / "mlperf"
 PACKAGE = "ingest/parsers/mlperf"
+_RESULT = re.compile(r"result_.*\.txt")
 
 
-def outcomes(corpus: Path) -> dict[str, object]:
-    """Usable / repaired / rejected counts of a folder ingest of ``corpus`` (rules above)."""
+def _group(corpus: Path, path: Path) -> str:
+    """``<round>/<benchmark>`` of a result file in the mlcommons layout (the first ``vX.Y``
+    folder under the corpus, the log's folder), else ``"-"``."""
+    parts = path.relative_to(corpus).parts if path.is_relative_to(corpus) else path.parts
+    rnd = next((p for p in parts if re.fullmatch(r"v\d+\.\d+(?:\.\d+)?", p)), "-")
+    return f"{rnd}/{path.parent.name}"
+
+
+def _blank() -> dict[str, object]:
+    return {"files": 0, "stored": 0, "duplicates_of_stored": 0, "runs": 0,
+            "runs_repaired_by_kind": Counter(), "rejected_by_reason": Counter(),
+            "networks": Counter()}
+
+
+def outcomes(corpus: Path, results_only: bool = False) -> dict[str, object]:
+    """Usable / repaired / rejected counts of a folder ingest of ``corpus`` (rules above);
+    with ``results_only``, of its ``result_*.txt`` files only (a corpus that also holds
+    READMEs, configs and code), and per round and benchmark folder (``by_benchmark``)."""
     found, skipped, _ = discover([str(corpus)])
+    if results_only:
+        skipped = skipped + [s for s, p in found if not _RESULT.fullmatch(p.name)]
+        found = [(s, p) for s, p in found if _RESULT.fullmatch(p.name)]
     parsers = registered()
     added: set[str] = set()
-    results: list[tuple[str, str, object]] = []  # (source, hash, ParsedFile | ParseError)
-    for source, path in found:
-        data = path.read_bytes()
-        digest = hashlib.sha256(data).hexdigest()
-        try:
-            parsed: object = parse_data(source, path, data, Overrides(), parsers, digest)
-        except ParseError as exc:
-            parsed = exc
-        results.append((source, digest, parsed))
     usable = duplicates = 0
     rejected: Counter[str] = Counter()
     run_repairs: Counter[str] = Counter()
     file_repairs: Counter[str] = Counter()
     repaired_files = runs = 0
-    for _, digest, parsed in results:
-        if isinstance(parsed, ParseError):
-            rejected[re.sub(r"\d+(?:\.\d+)?", "N", parsed.reason)] += 1
+    groups: dict[str, dict[str, object]] = {}
+    for source, path in found:
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        group = groups.setdefault(_group(corpus, path), _blank())
+        group["files"] += 1  # type: ignore[operator]
+        try:
+            parsed = parse_data(source, path, data, Overrides(), parsers, digest)
+        except ParseError as exc:
+            reason = re.sub(r"\d+(?:\.\d+)?", "N", exc.reason)
+            rejected[reason] += 1
+            group["rejected_by_reason"][reason] += 1  # type: ignore[index]
             continue
+        usable += 1
+        group["stored"] += 1  # type: ignore[operator]
         if digest in added:
             duplicates += 1
-            usable += 1
+            group["duplicates_of_stored"] += 1  # type: ignore[operator]
             continue
         added.add(digest)
-        usable += 1
         kinds: set[str] = set()
-        for run in parsed.runs:  # type: ignore[attr-defined]
+        for run in parsed.runs:
             runs += 1
-            for rep in run.meta.get("repairs") or []:
-                run_repairs[rep["kind"]] += 1
-                kinds.add(rep["kind"])
+            group["runs"] += 1  # type: ignore[operator]
+            group["networks"][run.network] += 1  # type: ignore[index]
+            run_kinds = {rep["kind"] for rep in run.meta.get("repairs") or []}
+            for kind in run_kinds:
+                run_repairs[kind] += 1
+                group["runs_repaired_by_kind"][kind] += 1  # type: ignore[index]
+            kinds |= run_kinds
         repaired_files += bool(kinds)
         file_repairs.update(kinds)
-    total = len(results)
+    total = len(found)
     return {
         "corpus": str(corpus), "files": total, "side_files_skipped": len(skipped),
         "usable": usable, "usable_share": usable / total if total else None,
@@ -95,6 +125,8 @@ def outcomes(corpus: Path) -> dict[str, object]:
         "files_repaired": repaired_files, "files_repaired_by_kind": dict(file_repairs),
         "run_repairs_by_kind": dict(run_repairs), "rejected": sum(rejected.values()),
         "rejected_by_reason": dict(rejected.most_common()),
+        "by_benchmark": {k: {n: dict(v) if isinstance(v, Counter) else v
+                             for n, v in g.items()} for k, g in sorted(groups.items())},
     }
 
 
@@ -174,12 +206,15 @@ def main() -> None:
     ap.add_argument("--old-rev", default="HEAD", help="git revision of the parser to compare")
     ap.add_argument("--no-old", action="store_true", help="time the current parser only")
     ap.add_argument("--no-outcomes", action="store_true")
+    ap.add_argument("--results-only", action="store_true",
+                    help="outcomes of the result_*.txt files only, per round and benchmark "
+                         "(a corpus that also holds READMEs, configs and code)")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     corpus = Path(args.corpus)
     result: dict[str, object] = {}
     if not args.no_outcomes:
-        result["outcomes"] = outcomes(corpus)
+        result["outcomes"] = outcomes(corpus, args.results_only)
         print(json.dumps(result["outcomes"], indent=2))
     old = None if args.no_old else old_parser(args.old_rev)
     result["speed"] = speed(corpus, args.repeats, old)

@@ -3,18 +3,29 @@
 The data lives in ``fleet/data/gpu_catalog.csv`` (columns and sources in
 ``fleet/data/README.md``). Rules:
 
-- Names are normalised by :mod:`fleet.names`; a name resolves by its joined words
-  (:func:`~fleet.names.lookup_key`), then by its words in any order
-  (:func:`~fleet.names.unordered_key`), then with the memory size set aside: ``"Tesla V100-SXM3"``
-  finds the one V100 SXM3 entry, ``"NVIDIA L4 24GB"`` the L4 (the size must agree). Two entries
-  are never guessed between: that, or an unknown name, raises :class:`UnknownGpuError` with
-  suggestions. Two entries whose spellings normalise alike make the catalog fail to load.
+- Names are normalised by :mod:`fleet.names`. A name is the GPUs it may denote
+  (:func:`gpu_members`), found in this order:
+
+  1. its words, joined (:func:`~fleet.names.lookup_key`) or in any order
+     (:func:`~fleet.names.unordered_key`), equal a row's name or alias: that row;
+  2. it holds a **family** name (column ``family``: ``V100``, ``A100``, ``H100``, ...) and
+     its words all appear in one spelling of some of that family's rows (``sxm`` also matches
+     ``sxm2``..``sxm5``): those rows, in file order (``"V100"``: every V100; ``"A100 80GB"``:
+     the SXM4 and PCIe 80 GB parts; ``"H100 PCIe"``: the one PCIe part);
+  3. with its memory size set aside (``"Tesla V100-SXM3"``, ``"NVIDIA L4 24GB"``; the size must
+     agree): the one row, or several rows of one family;
+  4. else :class:`UnknownGpuError` with suggestions (also for rows of different families: two
+     GPUs are never guessed between).
+
+  :func:`resolve_gpu` gives one row: a family's first row in file order stands for its
+  hardware figures (``"V100"`` -> Tesla V100 SXM2 16GB). Two rows whose spellings normalise
+  alike, or a family name that is also a row's spelling, make the catalog fail to load.
 - Peak throughput per precision (:meth:`GpuSpec.peak_tflops`): fp32 runs on the CUDA cores;
   tf32, fp16 and bf16 run on tensor cores where the GPU has them for that type (dense
   peaks, FP32 accumulate) and at the FP32 rate otherwise, because mixed precision
   accumulates in FP32 and frameworks do not use the non-tensor half-precision units for it.
 - A bad row fails the load with ``file:line: reason``; peaks, clocks, bandwidth, memory and
-  core counts must be positive.
+  core counts must be positive. The catalog is read once per process (cached).
 """
 
 from __future__ import annotations
@@ -48,13 +59,14 @@ REQUIRED_COLUMNS = (
 )
 OPTIONAL_COLUMNS = (
     "fp16_tflops", "tensor_fp16_tflops", "tensor_bf16_tflops", "tensor_tf32_tflops",
-    "l2_mb", "tdp_w", "form_factor", "nvlink_gbs", "pcie_gen",
+    "l2_mb", "tdp_w", "form_factor", "nvlink_gbs", "pcie_gen", "family",
 )
 FORM_FACTORS = frozenset({"sxm", "pcie", "desktop", "mobile", "oam", "embedded"})
 
 __all__ = [
-    "CATALOG_PATH", "FORM_FACTORS", "HW_KEYS", "GpuSpec", "UnknownGpuError", "hardware_features",
-    "known_gpus", "load_catalog", "lookup_key", "resolve_gpu", "roofline_features",
+    "CATALOG_PATH", "FORM_FACTORS", "HW_KEYS", "GpuSpec", "UnknownGpuError", "family_names",
+    "gpu_members", "hardware_features", "known_gpus", "load_catalog", "lookup_key", "resolve_gpu",
+    "roofline_features",
 ]
 
 
@@ -102,6 +114,7 @@ class GpuSpec:
     form_factor: str = ""  # sxm, pcie, desktop, mobile, ...
     nvlink_gbs: float = 0.0  # total NVLink bandwidth per GPU, both directions
     pcie_gen: int | None = None
+    family: str = ""  # rows one bare name may mean ("V100": SXM2/SXM3/PCIe, 16/32 GB); "" alone
 
     def tensor_tflops(self, precision: Precision | str | None) -> float | None:
         """The tensor-core peak for ``precision`` (None for fp32 or without tensor cores)."""
@@ -232,6 +245,7 @@ def _parse_row(row: dict[str, str | None]) -> GpuSpec:
         form_factor=form,
         nvlink_gbs=_number(row, "nvlink_gbs", required=False, positive=False) or 0.0,
         pcie_gen=pcie,
+        family=_text(row, "family", required=False),
     )
 
 
@@ -266,6 +280,8 @@ class _Index:
     exact: dict[str, GpuSpec]  # lookup_key -> entry
     unordered: dict[str, GpuSpec]  # unordered_key -> entry
     sized: tuple[tuple[frozenset[str], GpuSpec], ...]  # label words less memory size
+    labels: dict[str, tuple[frozenset[str], ...]]  # entry name -> words of each spelling
+    families: tuple[tuple[str, frozenset[str], tuple[GpuSpec, ...]], ...]  # name, words, rows
 
 
 def _add(index: dict[str, GpuSpec], key: str, spec: GpuSpec, label: str, path: object) -> None:
@@ -282,31 +298,76 @@ def _indexes(path: str | Path = CATALOG_PATH) -> _Index:
     exact: dict[str, GpuSpec] = {}
     unordered: dict[str, GpuSpec] = {}
     sized: dict[tuple[frozenset[str], str], GpuSpec] = {}
+    labels: dict[str, tuple[frozenset[str], ...]] = {}
+    members: dict[str, list[GpuSpec]] = {}
     for spec in load_catalog(path):
+        spellings = []
         for label in (spec.name, *spec.aliases):
-            _add(exact, lookup_key(label), spec, label, path)
-            _add(unordered, unordered_key(label), spec, label, path)
-            rest, _ = split_memory(gpu_words(label))
+            words = gpu_words(label)  # lookup_key and unordered_key of the label, from its words
+            _add(exact, "".join(words), spec, label, path)
+            _add(unordered, " ".join(sorted(set(words))), spec, label, path)
+            rest, _ = split_memory(words)
             sized[(frozenset(rest), spec.name)] = spec
-    return _Index(exact, unordered, tuple((words, spec) for (words, _), spec in sized.items()))
+            spellings.append(frozenset(words))
+        labels[spec.name] = tuple(spellings)
+        if spec.family:
+            members.setdefault(spec.family, []).append(spec)
+    families = []
+    for family, specs in members.items():
+        owner = unordered.get(unordered_key(family))
+        if owner is not None:
+            raise ValueError(f"{path}: family {family!r} is also a spelling of {owner.name} "
+                             "(a family name must name no single row)")
+        if not gpu_words(family):
+            raise ValueError(f"{path}: family {family!r} has no distinguishing word")
+        families.append((family, frozenset(gpu_words(family)), tuple(specs)))
+    return _Index(exact, unordered, tuple((words, spec) for (words, _), spec in sized.items()),
+                  labels, tuple(families))
 
 
-def resolve_gpu(name: str, path: str | Path = CATALOG_PATH) -> GpuSpec:
-    """The catalog entry for ``name`` (any listed spelling, case and word order free)."""
+def _covers(label: frozenset[str], words: list[str]) -> bool:
+    """Every asked word is in the spelling (``sxm`` matches ``sxm2``..``sxm5`` too)."""
+    return all(w in label or (w == "sxm" and any(x.startswith("sxm") for x in label))
+               for w in words)
+
+
+def _family_rows(index: _Index, words: list[str]) -> tuple[GpuSpec, ...]:
+    """Rows of the family ``words`` name whose spellings hold all of ``words`` (rule 2)."""
+    asked = set(words)
+    for _, family_words, specs in index.families:
+        if family_words <= asked:
+            found = tuple(s for s in specs
+                          if any(_covers(label, words) for label in index.labels[s.name]))
+            if found:
+                return found
+    return ()
+
+
+def gpu_members(name: str, path: str | Path = CATALOG_PATH) -> tuple[GpuSpec, ...]:
+    """The catalog rows ``name`` may denote (module rules): one for a GPU named exactly,
+    several (file order) for a family or part of one; raises :class:`UnknownGpuError`."""
     index = _indexes(path)
     key = lookup_key(name)
     found = index.exact.get(key) or index.unordered.get(unordered_key(name))
     if found is not None:
-        return found
-    rest, memory = split_memory(gpu_words(name))
+        return (found,)
+    words = gpu_words(name)
+    family = _family_rows(index, words)
+    if family:
+        return family
+    rest, memory = split_memory(words)
     if rest:
         wanted = frozenset(rest)
         matches = {
-            spec.name: spec for words, spec in index.sized
-            if words == wanted and (memory is None or spec.memory_gb == memory)
+            spec.name: spec for words_, spec in index.sized
+            if words_ == wanted and (memory is None or spec.memory_gb == memory)
         }
         if len(matches) == 1:
-            return next(iter(matches.values()))
+            return tuple(matches.values())
+        families = {spec.family for spec in matches.values()}
+        if len(matches) > 1 and len(families) == 1 and "" not in families:
+            order = {spec.name: i for i, spec in enumerate(load_catalog(path))}
+            return tuple(sorted(matches.values(), key=lambda s: order[s.name]))
         if len(matches) > 1:
             raise UnknownGpuError(
                 name, list(matches), "matches more than one catalog entry; name the variant"
@@ -317,6 +378,17 @@ def resolve_gpu(name: str, path: str | Path = CATALOG_PATH) -> GpuSpec:
         digits = re.findall(r"\d{2,}", key)
         suggestions = [s.name for s in load_catalog(path) if any(d in s.name for d in digits)][:5]
     raise UnknownGpuError(name, suggestions)
+
+
+def resolve_gpu(name: str, path: str | Path = CATALOG_PATH) -> GpuSpec:
+    """The catalog entry for ``name`` (any listed spelling, case and word order free); a
+    family name gives the family's first row (``"V100"`` -> Tesla V100 SXM2 16GB)."""
+    return gpu_members(name, path)[0]
+
+
+def family_names(path: str | Path = CATALOG_PATH) -> list[str]:
+    """The catalog's family names (``P100``, ``V100``, ``A100``, ``H100``, ...), file order."""
+    return [family for family, _, _ in _indexes(path).families]
 
 
 def hardware_features(name: str) -> dict[str, float | str]:

@@ -2,20 +2,26 @@
 
 Key format (the store's, the models', the calibration's): ``<accelerator slug>-x<per node>``
 plus ``-n<nodes>`` when more than one node, e.g. ``nvidia-a100-sxm4-80gb-x8``,
-``nvidia-a100-sxm-40gb-x4-n4``. :meth:`Deployment.parse` accepts a key or the forms people
-write (``"8x A100-SXM4-80GB"``, ``"2x8 H100 SXM5 IB400"``, ``"4x RTX 3090 PCIe"``,
-``"V100"``); :attr:`Deployment.key` formats it. Link words (:mod:`fleet.interconnect`) set
-``link``/``network`` and are not part of the key; :meth:`Deployment.interconnect` fills what
-the user left out from the GPU catalog and says so.
+``nvidia-a100-sxm4-40gb-x4-n4``. The slug is the GPU's canonical one
+(:func:`fleet.identity.canonical_slug`): every spelling of one GPU (nvidia-smi's, MLPerf's,
+a user's, an older key) gives one key, two GPUs never share one, and a family name
+(``"8x V100"``) has a family key that :func:`family_matches` relates to the family's GPUs.
+:meth:`Deployment.parse` accepts a key or the forms people write (``"8x A100-SXM4-80GB"``,
+``"2x8 H100 SXM5 IB400"``, ``"4x RTX 3090 PCIe"``, ``"V100"``); :attr:`Deployment.key` formats
+it and :func:`canonical_key` gives the key of any of them. Link words
+(:mod:`fleet.interconnect`) set ``link``/``network`` and are not part of the key;
+:meth:`Deployment.interconnect` fills what the user left out from the GPU catalog and says so.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
+from fleet.identity import GpuIdentity, gpu_identity
 from fleet.interconnect import Interconnect, resolve_interconnect, split_link_words
-from fleet.names import accelerator_slug
 
 _KEY = re.compile(r"([a-z0-9-]+)-x(\d+)(?:-n(\d+))?")
 _COUNTED = re.compile(r"(\d+)\s*[x×]\s*(.+)", flags=re.I)
@@ -40,8 +46,14 @@ class Deployment:
             )
 
     @property
+    def identity(self) -> GpuIdentity:
+        """What the accelerator name denotes in the GPU catalog (:mod:`fleet.identity`)."""
+        return gpu_identity(self.accelerator)
+
+    @property
     def slug(self) -> str:
-        return accelerator_slug(self.accelerator)
+        """The accelerator's canonical slug (the key's first part)."""
+        return self.identity.slug
 
     @property
     def key(self) -> str:
@@ -55,12 +67,7 @@ class Deployment:
 
     def interconnect(self) -> Interconnect:
         """The links, with catalog defaults for what the deployment does not say."""
-        from fleet.catalog import UnknownGpuError, resolve_gpu
-
-        try:
-            spec = resolve_gpu(self.accelerator)
-        except UnknownGpuError:
-            spec = None
+        spec = self.identity.spec
         return resolve_interconnect(spec, self.per_node, self.nodes, self.link, self.network)
 
     @classmethod
@@ -112,10 +119,68 @@ def deployment_key(accelerator: str, per_node: int = 1, nodes: int = 1) -> str:
     return Deployment(accelerator, per_node, nodes).key
 
 
-def normalise_deployment(text: str) -> str:
-    """Accept a key or a free form (``"8x A100-SXM4-80GB"``, ``"V100"``) and return a key.
+def canonical_key(deployment: str | Deployment) -> str:
+    """The canonical key of a deployment: a :class:`Deployment`, a key (also one written by
+    older code, ``nvidia-a100-sxm-80gb-x8`` -> ``nvidia-a100-sxm4-80gb-x8``) or a free form
+    (``"8x Tesla V100-SXM2-16GB"``). Keys of accelerators the catalog does not know keep
+    their slug (``habana-gaudi2-x8``)."""
+    if isinstance(deployment, Deployment):
+        return deployment.key
+    return Deployment.parse(str(deployment)).key
 
-    A well-formed key comes back as given.
+
+def normalise_deployment(text: str) -> str:
+    """Accept a key or a free form (``"8x A100-SXM4-80GB"``, ``"V100"``) and return its
+    canonical key (:func:`canonical_key`)."""
+    return canonical_key(text)
+
+
+class FamilyMatch(NamedTuple):
+    """A stored key that answers a request, and how: ``exact`` or ``family: ...``."""
+
+    key: str
+    how: str
+
+
+def family_matches(asked: str | Deployment, stored: Iterable[str]) -> list[FamilyMatch]:
+    """The stored deployment keys whose history answers a request for ``asked``, best first.
+
+    Rule:
+
+    1. **exact**: stored keys whose canonical key (:func:`canonical_key`) is the asked one;
+       when there are any, only they are returned, ``how == "exact"``;
+    2. else, when ``asked`` names a GPU family or part of one (``"8x V100"``, ``"8x A100
+       80GB"``): the stored keys with the same accelerators per node and nodes whose GPU is a
+       member of that family (a stored family key: whose members all are), ordered by the
+       catalog's order of their GPU, with ``how == "family: asked 'V100', history has
+       'V100-SXM2-16GB'"``;
+    3. nothing else: never another count or node count, never another GPU (an exact GPU
+       without exact history matches nothing), never an accelerator the catalog does not
+       know.
+
+    ``asked`` is a key, a free form or a :class:`Deployment`; stored keys that do not parse
+    are skipped.
     """
-    text = str(text).strip()
-    return text if _KEY.fullmatch(text) else Deployment.parse(text).key
+    want = asked if isinstance(asked, Deployment) else Deployment.parse(str(asked))
+    key = want.key
+    parsed: dict[str, Deployment] = {}
+    for text in dict.fromkeys(str(s) for s in stored):
+        try:
+            parsed[text] = Deployment.parse(text)
+        except ValueError:
+            continue
+    exact = [FamilyMatch(text, "exact") for text, dep in parsed.items() if dep.key == key]
+    wanted = want.identity
+    if exact or not wanted.is_family:
+        return exact
+    family = set(wanted.members)
+    rank = {spec.name: i for i, spec in enumerate(wanted.members)}
+    found = []
+    for text, dep in parsed.items():
+        have = dep.identity
+        if (dep.per_node, dep.nodes) != (want.per_node, want.nodes) or not have.known:
+            continue
+        if set(have.members) <= family:
+            how = f"family: asked {wanted.label!r}, history has {have.label!r}"
+            found.append((min(rank[s.name] for s in have.members), text, FamilyMatch(text, how)))
+    return [match for _, _, match in sorted(found)]

@@ -4,10 +4,13 @@ Link words people write in a deployment (case-insensitive): ``NVSwitch``, ``NVLi
 ``PCIe`` (peer-to-peer), ``noP2P`` / ``PCIe-noP2P`` (through host memory); between nodes
 ``IB100`` / ``IB200`` / ``IB400`` (also EDR, HDR, NDR), ``Eth10`` / ``Eth25`` / ``Eth100``.
 
-Defaults when a deployment names no link (each default is reported in ``assumed``):
-SXM parts: NVSwitch from 8 per node on Ampere and newer, else NVLink; datacenter PCIe cards:
-PCIe with peer-to-peer; GeForce, TITAN, Quadro/RTX boards and laptops: PCIe without P2P; more
-than one node: InfiniBand 200 Gb/s.
+Defaults when a deployment names no link (each default is reported in ``assumed``), from the
+catalog row's columns only (``form_factor``, ``nvlink_gbs``, ``pcie_gen``, ``segment``), so a new
+GPU or architecture needs its row and nothing here: SXM parts with NVLink: NVSwitch when more
+than 8 share a node (DGX-2) or 8 share one with NVLink of at least
+:data:`NVSWITCH_MIN_NVLINK_GBS` (HGX A100 and newer), else NVLink (DGX-1's hybrid cube mesh,
+4-GPU boards); datacenter PCIe cards: PCIe with peer-to-peer; GeForce, TITAN, Quadro/RTX boards
+and laptops: PCIe without P2P; more than one node: InfiniBand 200 Gb/s.
 
 Bandwidths are per GPU and direction, as all-reduce uses them (bus bandwidth): NVLink = half
 the catalog's bidirectional ``nvlink_gbs``; PCIe gen 3/4/5 x16 = 12/24/48 GB/s with P2P and
@@ -22,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 PCIE_GBS = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}
+NVSWITCH_MIN_NVLINK_GBS = 600.0  # NVLink 3 (A100) and newer: 8-GPU boards are switched
 NETWORK_GBS = {"ib100": 12.5, "ib200": 25.0, "ib400": 50.0, "eth10": 1.25, "eth25": 3.125,
                "eth100": 12.5}
 NETWORK_ALIASES = {"edr": "ib100", "hdr": "ib200", "ndr": "ib400"}
@@ -71,13 +75,12 @@ def resolve_interconnect(spec: object | None, per_node: int, nodes: int, link: s
     """The links of ``per_node`` x ``nodes`` GPUs of catalog entry ``spec`` (module defaults)."""
     assumed = []
     form = getattr(spec, "form_factor", "") or ""
-    arch = getattr(spec, "architecture", "") or ""
     nvlink_gbs = float(getattr(spec, "nvlink_gbs", 0.0) or 0.0)
     pcie_gen = int(getattr(spec, "pcie_gen", 3) or 3)
     if not link:
         if form == "sxm" and nvlink_gbs > 0:
-            newer = arch in ("Ampere", "Hopper", "Blackwell")
-            link = "nvswitch" if per_node >= 8 and newer else "nvlink"
+            switched = per_node > 8 or (per_node >= 8 and nvlink_gbs >= NVSWITCH_MIN_NVLINK_GBS)
+            link = "nvswitch" if switched else "nvlink"
         elif form == "pcie":
             link = "pcie"
         else:

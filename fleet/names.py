@@ -7,9 +7,14 @@ Rules, in order:
    ``Laptop`` and ``Mobile`` become ``mobile`` (laptop parts are their own catalog entries);
 3. split on anything but letters, digits and dots; drop marketing words that do not tell two
    parts apart (:data:`NOISE_WORDS`), filler words (:data:`FILLER_WORDS`) and vendor names;
-   drop dots inside words; a repeated ``maxq``/``mobile`` counts once.
+   drop dots inside words; a repeated ``maxq``/``mobile`` counts once;
+4. a memory size written apart or with ``G`` becomes one word (``80 GB``, ``80-gb``, ``144G``
+   -> ``80gb``, ``144gb``); a power rating (``400W``, as system descriptions append it) is
+   dropped: it does not name another GPU.
 
-``accelerator_slug`` keeps the vendor in front (a store key part, ``nvidia-v100-sxm2-16gb``);
+``accelerator_slug`` keeps the vendor in front (``nvidia-v100-sxm2-16gb``): the key part of an
+accelerator the GPU catalog does not know (deployment keys take the catalog's canonical slug
+where it knows the name, :func:`fleet.identity.canonical_slug`);
 ``lookup_key`` joins the words without it (a catalog index key, ``v100sxm216gb``) and
 ``unordered_key`` sorts them (a second catalog key, so ``"A100 80GB PCIe"`` finds
 ``"A100-PCIE-80GB"``). :func:`split_memory` separates a memory-size word (``16gb``).
@@ -31,12 +36,18 @@ _GLUED_BRAND = re.compile(r"\b(nvidia|tesla|quadro|geforce)(?=[a-z]{0,4}\d)")
 _MAXQ = re.compile(r"\b(?:with\s+)?max[\s_-]*q(?:\s+design)?\b")
 _MOBILE = re.compile(r"\b(?:laptop(?:\s+gpu)?|mobile)\b")
 _MEMORY = re.compile(r"(\d+(?:\.\d+)?)gb")
+_SIZE_G = re.compile(r"\d+(?:\.\d+)?g")  # "144g" (nvidia-smi: "GH200 144G HBM3e")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_POWER = re.compile(r"\d+w")
 
 # Accelerator names whose vendor the log leaves out.
 _VENDOR_HINTS: tuple[tuple[str, str], ...] = (
     (
-        r"^(tesla|quadro|geforce|titan|gtx|rtx|a\d{2,3}\b|h\d{2,3}\b|v100|p100|k\d{2}\b|m\d{2}\b"
-        r"|l4\b|l40|t4\b|b\d{3}\b|gb\d{3}\b)",
+        # brands, then model numbers: A2..A800, B100..B300, H20..H800, K80, L4..L40S, M40,
+        # P4..P6000, T4..T1000, V100(S); GB/GH/GP/GV superchips and dies; Jetson, DGX, HGX
+        r"^(tesla|quadro|geforce|titan|gtx|gt\b|rtx|nvs\b|jetson|dgx|hgx|v100s?\b"
+        r"|g[bhpv]\d{3}\b|a\d{1,4}g?\b|b\d{3}\b|h\d{2,3}\b|k\d{2}[cmx]?\b|l\d{1,2}s?\b"
+        r"|m\d{2}\b|p\d{1,4}\b|t\d{1,4}\b)",
         "nvidia",
     ),
     (r"^(gaudi|hl-)", "habana"),
@@ -73,10 +84,15 @@ def gpu_words(name: str) -> list[str]:
     text = _MOBILE.sub(" mobile ", text)
     words: list[str] = []
     for raw in re.split(r"[^a-z0-9.]+", text):
+        if raw in ("gb", "g") and words and _NUMBER.fullmatch(words[-1]):
+            words[-1] += "gb"  # "80 GB" -> "80gb"
+            continue
+        if _SIZE_G.fullmatch(raw):
+            raw += "b"
         word = raw.replace(".", "")
         if not word or raw in NOISE_WORDS or raw in VENDORS or raw in FILLER_WORDS:
             continue
-        if word in _SINGLE and word in words:
+        if _POWER.fullmatch(word) or (word in _SINGLE and word in words):
             continue
         words.append(word)
     return words

@@ -11,8 +11,13 @@ Rules
   rejection, ``parser failed: <type>: <message>``, at the line the parser was reading where
   its frame says (a local ``number``/``lineno``); the other files go on.
 * Folders are walked in sorted order; files a parser calls side files of its layout
-  (:func:`ingest.parsers.side_file`, e.g. Lambda's ``metadata``) and docs, images, JSON are
-  skipped, not rejected.
+  (:func:`ingest.parsers.side_file`, e.g. Lambda's ``metadata``, a Hugging Face checkpoint's
+  ``trainer_state.json``), docs, images, source files and binary checkpoints/weights are
+  skipped, not rejected. A ``.json``, ``.csv``, ``.yaml`` or ``.yml`` file is a log only when a
+  registered parser's ``sniff`` recognises its head (:func:`recognised`): configs, MLPerf
+  system descriptions, metric tables without a clock are side files (skipped), while a
+  format whose files end in ``.csv`` or ``.json`` reaches its parser. A file named on the
+  command line is always parsed (or rejected).
 * ``--network`` and ``--batch-size`` win over what the log says; so do ``--tag key=value``
   (into ``meta["variant"]``, keys and values lower-cased) and ``--system`` (``meta["system"]``).
 * ``--deployment`` supplies what a log lacks (:func:`apply_deployment`): a run whose log names
@@ -50,6 +55,7 @@ from ingest.parallel import BATCH_FILES, failure, run_ingest
 from ingest.parsers import (
     SNIFF_LINES,
     Parser,
+    binary_lines,
     context_for,
     detect,
     format_label,
@@ -62,8 +68,16 @@ from ingest.parsers import Overrides as ParserOverrides
 if TYPE_CHECKING:  # the store (SQLAlchemy) is not imported where files are only parsed
     from ingest.store import Store
 
-# Files in a tree that are never logs: side files the parsers read themselves, docs, images.
-_IGNORED_SUFFIXES = {".json", ".md", ".png", ".jpg", ".svg", ".pdf", ".py", ".prototxt", ".csv"}
+# Files in a tree that are never logs: docs, images, source, network definitions, and the
+# binary checkpoints and weights training frameworks leave beside their logs.
+_IGNORED_SUFFIXES = {".md", ".png", ".jpg", ".svg", ".pdf", ".py", ".prototxt", ".bin", ".pt",
+                     ".pth", ".ckpt", ".safetensors", ".tar", ".pkl", ".npy", ".npz", ".h5",
+                     ".onnx"}
+# Data files that are a log only when a parser recognises them (else a side file: configs,
+# MLPerf system descriptions, metric tables without a clock, ...): read up to SNIFF_BYTES.
+_SNIFFED_SUFFIXES = {".json", ".csv", ".yaml", ".yml"}
+SNIFF_BYTES = 256 * 1024
+_COMPRESSED_DATA = (".json.gz", ".csv.gz")
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,30 @@ def _walk(root: str) -> tuple[list[str], list[str]]:
     return files, unreadable
 
 
+def recognised(path: Path, parsers: list[Parser]) -> bool:
+    """Whether a file met in a folder walk is a log candidate: any file but a ``.json``,
+    ``.csv``, ``.yaml`` or ``.yml`` one, which is a candidate only when some parser's ``sniff``
+    recognises its first :data:`SNIFF_BYTES` (else it is a side file: skipped); compressed
+    ``.json.gz``/``.csv.gz`` data (profiler traces, layer tables) is a side file. A data file
+    that cannot be read stays a candidate, so its rejection says why."""
+    if path.name.lower().endswith(_COMPRESSED_DATA):
+        return False  # compressed tables and traces (profiler traces: layerwise.kineto)
+    if path.suffix.lower() not in _SNIFFED_SUFFIXES:
+        return True
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(SNIFF_BYTES)
+    except OSError:
+        return True
+    if b"\x00" in head:
+        return False
+    lines = head.decode("utf-8", errors="replace").splitlines()[:SNIFF_LINES]
+    try:
+        return detect(lines, parsers, path) is not None
+    except Exception:  # noqa: BLE001 - a sniff that fails on a data file: not recognised
+        return False
+
+
 def discover(
     paths: Iterable[str], parsers: list[Parser] | None = None
 ) -> tuple[list[tuple[str, Path]], list[str], list[ParseError]]:
@@ -132,7 +170,7 @@ def discover(
             for name in sorted(children, key=lambda c: c.split(os.sep)):
                 child = Path(name)
                 if child.suffix.lower() in _IGNORED_SUFFIXES or child.name.startswith(".") \
-                        or side_file(child, parsers):
+                        or side_file(child, parsers) or not recognised(child, parsers):
                     skipped.append(name)
                 else:
                     found.append((name, child))
@@ -161,6 +199,10 @@ def apply_overrides(
         variant = dict(variant) if isinstance(variant, dict) else {}
         variant.update((k.strip().lower(), v.strip().lower()) for k, v in overrides.tags)
         run.meta["variant"] = dict(sorted(variant.items()))
+    if getattr(overrides, "job_key", None) and "whole_job" in run.meta:
+        from ingest.whole_job import apply_job_key
+
+        apply_job_key(run, overrides.job_key)
     if overrides.system:
         run.meta["system"] = overrides.system
     if overrides.deployment:
@@ -264,6 +306,10 @@ def check_run(run: ParsedRun, index: int) -> None:
     """A run must name its network, deployment and batch size and hold some progress."""
     label = f"run {index + 1}"
     line = run.first_line
+    if "whole_job" in run.meta:  # a scheduler's record of a whole job: its own checks
+        from ingest.whole_job import check_whole_job
+
+        return check_whole_job(run, index)
     if not run.segments:
         raise ParseError(f"{label}: no complete train or test phase in the log", line=line)
     if not run.network:
@@ -331,7 +377,8 @@ def parse_data(
     when a parser fails with any other exception (module doc).
     """
     content_hash = content_hash or hashlib.sha256(data).hexdigest()
-    lines = read_lines(data, source)
+    lines = binary_lines(path, data, source, parsers)  # binary formats decode themselves
+    lines = read_lines(data, source) if lines is None else lines
     try:
         parser = detect(lines[:SNIFF_LINES], parsers, path)
         if parser is None:

@@ -108,6 +108,16 @@ rejections = sa.Table(
 )
 sa.Index("ix_files_source", files.c.source)
 
+# What a fit leaves besides the phase models (migration 0003): the backtest selector and the
+# run summaries, one JSON document per name.
+artifacts = sa.Table(
+    "artifacts",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("params", sa.Text, nullable=False),
+    sa.Column("fitted_at", sa.Float, nullable=False),
+)
+
 __all__ = ["SchemaVersionError"]  # re-exported: raised when a store is at another revision
 
 
@@ -291,14 +301,20 @@ class Store:
 
     # -- fitted models -------------------------------------------------------------
 
-    def save_models(self, models: list[dict]) -> None:
-        """Replace all fitted models with ``models`` (dicts with key fields and params).
+    def save_models(self, models: list[dict], extra: dict[str, object] | None = None) -> None:
+        """Replace all fitted models with ``models`` (dicts with key fields and params), and
+        the fitted artifacts with ``extra`` (name -> JSON-able document) when given.
 
         One transaction: on any database error nothing changes and :class:`StoreError` says
         why (e.g. two models with one ``model_id``).
         """
         try:
             with self.transaction() as conn:
+                if extra is not None:
+                    conn.execute(artifacts.delete())
+                    for name, doc in extra.items():
+                        conn.execute(artifacts.insert().values(
+                            name=name, params=json.dumps(doc), fitted_at=time.time()))
                 conn.execute(fitted_models.delete())
                 for m in models:
                     conn.execute(
@@ -315,6 +331,27 @@ class Store:
         except sa.exc.SQLAlchemyError as exc:
             reason = getattr(exc, "orig", None) or exc
             raise StoreError(f"cannot save the fitted models in {self.url}: {reason}") from None
+
+    def load_artifact(self, name: str) -> object | None:
+        """The fitted artifact ``name`` (its JSON document), None when the fit left none."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(artifacts.c.params)
+                               .where(artifacts.c.name == name)).first()
+        return None if row is None else json.loads(row[0])
+
+    def phase_totals(self) -> list[dict]:
+        """Per run and phase: summed iterations and seconds, segments, the earliest segment
+        start and the latest segment end (None where the log gives no segment times)."""
+        end = segments.c.start_time + segments.c.seconds
+        query = (sa.select(segments.c.run_id, segments.c.phase,
+                           sa.func.sum(segments.c.iterations).label("iterations"),
+                           sa.func.sum(segments.c.seconds).label("seconds"),
+                           sa.func.count().label("segments"),
+                           sa.func.min(segments.c.start_time).label("first_start"),
+                           sa.func.max(end).label("last_end"))
+                 .group_by(segments.c.run_id, segments.c.phase))
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(query).mappings().all()]
 
     def load_models(self) -> list[dict]:
         with self.engine.connect() as conn:

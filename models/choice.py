@@ -197,3 +197,22 @@ def _reason(m: FittedModel, fits: list[FittedModel], asked: Mapping[str, str],
         parts.append(f"thin evidence: interval from the pooled prior "
                      f"({m.estimator.interval_source_})")
     return "; ".join(parts)
+
+
+def describe_model(m: FittedModel, system: str = "") -> str:
+    """One phrase on a model for a candidate's reason: whose runs, how many, which stack and
+    variant, and how new."""
+    if system and (m.system == system or set(m.systems) == {system}):
+        who = f"own model of system {system}"
+        if m.basis == "pooled-scaled":
+            who += f" (its level on the pooled model of {m.prior.get('pooled_systems', '?')} " \
+                   "systems)"
+    elif len(m.systems) > 1:
+        who = f"model pooled over {len(m.systems)} systems"  # "pooled over N systems"
+    elif m.systems:
+        who = f"model of system {next(iter(m.systems))}"
+    else:
+        who = "model"
+    variant = f", {describe_variant(m.variant)}" if m.variant else ""
+    return (f"{who} ({_size(m)}), stack {m.stack or 'unknown'!r} (runs to "
+            f"{_date(m.last_run_time)}){variant}")

@@ -13,6 +13,10 @@ Rules
   (:func:`side_file`) instead of rejecting them.
   And ``claims(path) -> bool``: True for a path in the format's own layout; such a parser's
   ``sniff`` is asked first (:func:`detect` with ``path``), which spares the other sniffs.
+  And ``decode(data: bytes) -> list[str]``: a binary format's parser (TensorBoard event
+  files, W&B transaction logs) turns the bytes of a file it claims into text lines, one per
+  record (so a message's line is the record number), which ``sniff`` and ``parse`` then
+  read; :func:`binary_lines` asks it, the pipeline calls that before splitting text.
 * Detection asks the registered parsers in registration order; the first whose ``sniff``
   says yes parses the file. More specific formats are therefore registered first.
 * Adding a format is one new module here plus one :func:`register` line below. Modules are
@@ -27,7 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ingest.events import ParseContext, ParsedRun
+from ingest.events import ParseContext, ParsedRun, ParseError
 
 SNIFF_LINES = 200
 
@@ -37,13 +41,14 @@ class Overrides:
     """What the CLI supplies or replaces: ``--network``, ``--deployment``, ``--batch-size``,
     ``--tag key=value`` (``tags``: lower-case pairs that win over the variant a log states,
     ``meta["variant"]``) and ``--system`` (wins over the system a log or layout names,
-    ``meta["system"]``)."""
+    ``meta["system"]``), ``--job-key`` (``job_key``: the identity rule of whole-job runs)."""
 
     network: str | None = None
     deployment: str | None = None
     batch_size: int | None = None
     tags: tuple[tuple[str, str], ...] = ()
     system: str | None = None
+    job_key: str | None = None  # --job-key: identity rule of whole-job runs (ingest.whole_job)
 
 
 @runtime_checkable
@@ -77,7 +82,18 @@ register("ingest.parsers.mlperf")
 register("ingest.parsers.caffe")
 register("ingest.parsers.tf_cnn")
 register("ingest.parsers.keras_stdout")
+register("ingest.parsers.slurm")
 register("ingest.parsers.jsonl")
+# PyTorch-era history (issue 24): stdout and files of the frameworks' own scripts.
+register("ingest.parsers.torchvision_ref")
+register("ingest.parsers.timm_train")
+register("ingest.parsers.lightning")
+register("ingest.parsers.hf_trainer")
+register("ingest.parsers.mmengine_log")
+register("ingest.parsers.detectron2_metrics")
+register("ingest.parsers.tensorboard")
+register("ingest.parsers.wandb")
+register("ingest.parsers.wandb_export")
 
 
 def names() -> tuple[str, ...]:
@@ -124,6 +140,26 @@ def side_file(path: Path, parsers: Iterable[Parser] | None = None) -> bool:
         if check is not None and check(path):
             return True
     return False
+
+
+def binary_lines(path: Path, data: bytes, source: str,
+                 parsers: Iterable[Parser] | None = None) -> list[str] | None:
+    """The lines of a binary log: the ``decode`` of the first parser (of ``parsers``, default:
+    the registry) that claims ``path`` and has one, else None (a text file). Whatever stops
+    the decoding is a :class:`ParseError` naming ``source`` (and the record, where known)."""
+    for parser in registered() if parsers is None else parsers:
+        decode = getattr(parser, "decode", None)
+        claims = getattr(parser, "claims", None)
+        if decode is None or claims is None or not claims(path):
+            continue
+        try:
+            return decode(data)
+        except ParseError as exc:
+            raise exc.with_source(source) from None
+        except Exception as exc:  # a decoder bug: this file is rejected, as a parser's would be
+            raise ParseError(f"parser failed: {type(exc).__name__}: {str(exc)[:200]} (decoding "
+                             f"a {format_label(parser)})", source=source) from exc
+    return None
 
 
 def with_overrides(ctx: ParseContext, source: str, overrides: Overrides) -> ParseContext:

@@ -8,6 +8,8 @@ from pathlib import Path
 import typer
 
 from jobcast.cli import bench as cli_bench
+from jobcast.cli import check as cli_check
+from jobcast.cli import history as cli_history
 from jobcast.cli import layerwise as cli_layerwise
 from jobcast.cli import mlops as cli_mlflow
 from jobcast.cli import prometheus as cli_prometheus
@@ -42,7 +44,8 @@ app = typer.Typer(
 
 @app.command()
 def ingest(
-    paths: list[str] = typer.Argument(..., help="Log files or folders (searched recursively)."),
+    paths: list[str] = typer.Argument(..., help="Log files or folders (searched recursively), "
+                                      "or mlflow+URI tracking sources."),
     store: str | None = STORE,
     network: str | None = typer.Option(
         None, help="Network name, where the logs lack or misname it."
@@ -75,6 +78,8 @@ def ingest(
         None, help="The system (machine) every run ran on; wins over what the logs say."),
     workers: int | None = typer.Option(
         None, min=1, help="Parsing processes (default: CPUs, at most 4; 1: in this process)."),
+    experiment: list[str] | None = cli_history.EXPERIMENT,
+    job_key: str | None = cli_check.JOB_KEY,
 ) -> None:
     """Parse training logs into the store (idempotent; each file whole or not at all).
 
@@ -100,10 +105,12 @@ def ingest(
         fail(f"--tag: {exc}")
     if system is not None and not system.strip():
         fail("--system must name a system")
+    paths, trackers = cli_history.split_sources(paths, experiment)
     st = open_store(store)
     overrides = Overrides(
         network=network, deployment=deployment, batch_size=batch_size, override=override,
         tags=tuple(tags.items()), system=" ".join(system.split()) if system else None,
+        job_key=cli_check.job_key_rule(job_key),
     )
     with progress_bar("ingest", disable=as_json) as advance:
         if use_ray or ray_address:
@@ -121,6 +128,8 @@ def ingest(
         else:
             report = ingest_paths(st, paths, overrides, progress=advance,
                                   workers=workers or default_workers())
+        cli_history.ingest_trackers(st, trackers, experiment, overrides, report,
+                                    quiet=as_json, progress=advance)
     if as_json:
         emit_json(
             {
@@ -173,26 +182,34 @@ def fit(
     form: str = typer.Option("auto", help="auto, per_sample, per_iteration, iteration_and_sample."),
     tracking_uri: str | None = TRACKING_URI,
     track: bool = typer.Option(True, "--track/--no-track", help="Log the fit as an MLflow run."),
+    backtest: bool = typer.Option(
+        True, "--backtest/--no-backtest",
+        help="Backtest the store (fit on each system's earlier runs, forecast its later ones) "
+        "to learn which candidate answer to trust; without it the shipped prior decides."),
     as_json: bool = json_option(
         "Print the fitted models as JSON; keys that could not be fitted are entries with "
         "'error'."
     ),
 ) -> None:
     """Fit the end-to-end models (one per network x deployment x phase x stack x variant, pooled
-    over systems, plus one per system where several share a key).
+    over systems, plus one per system where several share a key), the run summaries, and the
+    selector that says which candidate answer to trust, from the store's own backtest.
 
     A key that cannot be fitted is reported with its reason and the others are fitted
     (exit 0); the command fails only when no model could be fitted.
     """
     from ingest.store import StoreError
     from jobcast.cli.views import models_payload, models_table
-    from models.e2e import fit_store_report
+    from jobcast.service.fitting import fit_store_all
 
     st = open_store(store)
     try:
-        report = fit_store_report(st, form=form)
+        with progress_bar("backtest", disable=as_json or not backtest) as advance:
+            outcome = fit_store_all(st, form=form, backtest=backtest,
+                                    progress=lambda done, total: advance(done, total, ""))
     except (ValueError, StoreError) as exc:
         fail(str(exc))
+    report = outcome.report
     models, failures = report.models, report.failures
     if not models and failures:
         shown = "; ".join(str(f) for f in failures[:5])
@@ -211,6 +228,13 @@ def fit(
                   + [r.to_dict() for r in report.skipped_elsewhere()])
     else:
         console.print(models_table(payload))
+        summary = outcome.backtest
+        if summary.rows:
+            kinds = ", ".join(f"{k} {v['mape']:.2g} % ({v['forecasts']})"
+                              for k, v in sorted(summary.kinds.items(),
+                                                 key=lambda kv: kv[1]["mape"]))
+            note("backtest", f"{summary.rows} forecasts of {summary.systems} systems' later "
+                 f"runs; mean error by candidate kind: {kinds}")
         for failure in failures:
             note("not fitted", str(failure))
         for run in report.skipped:
@@ -223,7 +247,9 @@ def predict(
     deployment: str | None = typer.Option(None, help="Deployment key (see `jobcast runs`)."),
     batch_size: int | None = typer.Option(None, min=1, help="Global batch size."),
     iterations: int | None = typer.Option(None, min=0, help="Steps of the phase."),
-    phase: str = typer.Option("train", help="train or test."),
+    phase: str = typer.Option(
+        "job", help="job (the whole run: start-up, training, evaluation, gaps; phases beside "
+        "it), train or test."),
     epochs: float | None = typer.Option(None, min=0, help="Epochs (with --dataset-size)."),
     dataset_size: int | None = typer.Option(None, min=1, help="Training samples per epoch."),
     eval_every: float | None = typer.Option(None, min=0, help="Epochs between evaluations."),
@@ -251,8 +277,8 @@ def predict(
     from jobcast.service.forecaster import Forecaster
     from jobcast.service.request import JobRequest, JobRequestError, read_jobs_rows
 
-    if phase not in ("train", "test"):
-        fail(f"--phase must be train or test, got {phase!r}")
+    if phase not in ("job", "train", "test"):
+        fail(f"--phase must be job, train or test, got {phase!r}")
     fc = Forecaster(open_store(store))
     if jobs is not None:
         try:
@@ -378,6 +404,7 @@ cli_mlflow.register(app)
 cli_bench.register(app)
 cli_store.register(app)
 cli_stack.register(app)
+cli_check.register(app)
 
 
 def main() -> None:

@@ -77,8 +77,8 @@ def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
     from ingest.pipeline import IngestReport, ingest_paths
     from ingest.store import Store
     from jobcast.cli.views import forecasts_table, models_payload, models_table
+    from jobcast.service.fitting import fit_store_all
     from jobcast.service.forecaster import Forecaster
-    from models.e2e import fit_store
 
     workdir.mkdir(parents=True, exist_ok=True)
     store = Store(f"sqlite:///{workdir / 'jobcast.db'}")
@@ -103,11 +103,18 @@ def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
     for err in report.rejected:
         note("rejected", str(err), "red")
 
-    console.rule("2. fit end-to-end models (network x deployment x phase x stack)")
-    models = fit_store(store)
+    console.rule("2. fit end-to-end models, and backtest which candidate answer to trust")
+    outcome = fit_store_all(store)
+    models = outcome.report.models
     console.print(models_table(models_payload(models)))
+    if outcome.backtest.rows:
+        kinds = ", ".join(f"{k} {v['mape']:.2g} %" for k, v in
+                          sorted(outcome.backtest.kinds.items(), key=lambda kv: kv[1]["mape"]))
+        console.print(f"backtest of {outcome.backtest.systems} systems' later runs "
+                      f"({outcome.backtest.rows} forecasts), mean error by candidate: {kinds}")
 
-    console.rule("3. forecast jobs (end-to-end where there is history, else layerwise)")
+    console.rule("3. forecast jobs (each route proposes; the backtest picks; layerwise "
+                 "where there is no history)")
     forecaster = Forecaster(store)
     results = [forecaster.forecast(job).to_dict() for job in _demo_jobs(models)]
     table: Table = forecasts_table(results)

@@ -12,6 +12,7 @@ from datetime import datetime
 
 import typer
 
+from jobcast.cli.check import JOB_KEY, job_key_rule
 from jobcast.cli.options import (
     AS_JSON,
     BASIC_AUTH,
@@ -88,6 +89,18 @@ def ingest_prometheus(
     job_label: str = JOB_LABEL,
     network_label: str = NETWORK_LABEL,
     deployment_label: str = DEPLOYMENT_LABEL,
+    source: str = typer.Option(
+        "jobcast", "--source",
+        help="jobcast: the jobcast exporter's series; kubernetes: Jobs from kube-state-metrics "
+             "and DCGM (docs/cluster-history.md)."),
+    namespace: str | None = typer.Option(None, "--namespace",
+                                         help="kubernetes: only this namespace."),
+    max_series: int = typer.Option(
+        200_000, "--max-series", min=1,
+        help="kubernetes: refuse a range holding more series than this (counted first)."),
+    traces: bool = typer.Option(True, "--traces/--no-traces",
+                                help="kubernetes: store each Job's DCGM trace (bounded)."),
+    job_key: str | None = JOB_KEY,
     as_json: bool = AS_JSON,
 ) -> None:
     """Read training jobs' traces from Prometheus into the store (finished jobs, idempotent)."""
@@ -113,10 +126,16 @@ def ingest_prometheus(
     if not end > start:
         fail(f"--since {since} ({iso_time(start)}) is not before --until {until} "
              f"({iso_time(end)})")
+    if source not in ("jobcast", "kubernetes"):
+        fail(f"--source must be jobcast or kubernetes, got {source!r}")
     names = metric_names(prefix, job_label, network_label, deployment_label)
     client = open_prometheus(url, timeout=timeout, retries=retries, bearer_token=bearer_token,
                              basic_auth=basic_auth, ca_file=ca_file, insecure=insecure)
     opener = open_store_later(store)
+    if source == "kubernetes":
+        ingest_kubernetes(client, opener, start, end, namespace=namespace,
+                          max_series=max_series, max_points=max_points, traces=traces,
+                          job_key=job_key_rule(job_key), as_json=as_json)
     try:
         with progress_bar("prometheus", disable=as_json) as advance:
             fetched = fetch_jobs(
@@ -152,6 +171,47 @@ def ingest_prometheus(
         for item in rejected:
             note("rejected", f"{item['source']}: {item['reason']}", "red")
     raise typer.Exit(1 if report.rejected else 0)
+
+
+def ingest_kubernetes(client, opener, start: float, end: float, *, namespace: str | None,
+                      max_series: int, max_points: int, traces: bool, job_key: str | None,
+                      as_json: bool) -> None:
+    """``ingest-prometheus --source kubernetes``: Jobs -> whole-job runs; exits."""
+    from ingest.prometheus import PrometheusError
+    from ingest.prometheus.kubernetes import fetch_k8s_jobs, store_k8s_jobs
+    from ingest.store import StoreError
+
+    try:
+        with progress_bar("kubernetes", disable=as_json) as advance:
+            fetched = fetch_k8s_jobs(
+                client, start, end, namespace=namespace, job_key_rule=job_key, traces=traces,
+                max_series=max_series, max_points=max_points,
+                progress=lambda done, total: advance(done, total, "jobs"))
+    except PrometheusError as exc:
+        fail(f"{exc} (nothing was written)")
+    finally:
+        client.close()
+    st = opener()
+    try:
+        report = store_k8s_jobs(st, fetched)
+    except StoreError as exc:
+        fail(f"{exc} (jobs written before it are kept; run the command again to add the rest)")
+    rejected = [{"source": e.source, "reason": e.reason} for e in report["rejected"]]
+    if as_json:
+        emit_json({**report, "rejected": rejected, "read": {
+            "series": fetched.series, "requests": fetched.requests}, "store": st.counts()})
+    else:
+        note("", f"added {len(report['added'])} Jobs, {len(report['duplicates'])} already in "
+                 f"the store, {len(report['skipped'])} skipped, {len(rejected)} rejected "
+                 f"(read {fetched.series} series in {fetched.requests} requests)")
+        for item in report["added"]:
+            note("added", f"{item['job']} ({item['key']}): {item['state']}, "
+                          f"{_span(item['seconds'])} on {item['deployment']}")
+        for item in report["skipped"]:
+            note("skipped", f"{item['job']}: {item['reason']}")
+        for item in rejected:
+            note("rejected", f"{item['source']}: {item['reason']}", "red")
+    raise typer.Exit(1 if rejected else 0)
 
 
 def eta(

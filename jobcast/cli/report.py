@@ -191,10 +191,13 @@ def forecast_jobs(store: Store, jobs: pd.DataFrame, problems: list[str]) -> pd.D
                      "phase": job.phase, "hours": outcome.seconds / 3600,
                      "low_h": outcome.low / 3600, "high_h": outcome.high / 3600, "cost": cost,
                      "route": str(outcome.route), "model": outcome.model,
+                     "candidate": str(outcome.details.get("candidate", "") or ""),
+                     "backtest %": (outcome.details.get("backtest") or {}).get(
+                         "expected_error_percent", float("nan")),
                      "chosen": str(outcome.details.get("chosen", "") or "")})
     return pd.DataFrame(rows, columns=["job", "precision", "variant", "network", "deployment",
                                        "phase", "hours", "low_h", "high_h", "cost", "route",
-                                       "model", "chosen"])
+                                       "model", "candidate", "backtest %", "chosen"])
 
 
 def serving_table(store: Store, models: list[FittedModel], jobs: pd.DataFrame,

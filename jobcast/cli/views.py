@@ -152,6 +152,11 @@ def forecast_text(result: dict) -> Text:
     )
     if result.get("chosen"):
         text.append(f"\nchosen: {result['chosen']}")
+    phases = result.get("phases")
+    if isinstance(phases, dict) and phases:
+        shown = ", ".join(f"{k} {human_seconds(v)}" for k, v in phases.items()
+                          if isinstance(v, int | float))
+        text.append(f"\nphases: {shown}")
     warnings = list(result.get("warnings", []))
     if result.get("extrapolated"):
         warnings.insert(0, "outside the fitted batch-size or iteration range")

@@ -62,6 +62,8 @@ from jobcast.service.routes import LAYERWISE_MODEL
 from layerwise.shipped import load_predictor
 from models.calibration import ScaleCalibrator
 from models.e2e import FittedModel
+from models.history import from_records
+from models.selector import BacktestSelector, load_prior
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CODE_PACKAGES = ("jobcast", "ingest", "models", "layerwise", "fleet")
@@ -91,11 +93,14 @@ OUTPUT_COLUMNS: dict[str, str] = {
     "extrapolated": "boolean",
     "interconnect": "string",
     "assumed": "string",
-    "chosen": "string",  # end-to-end: which model answered and why (models.choice)
+    "chosen": "string",  # which candidate answered and why, with its backtest figure
+    "candidate": "string",  # its kind (own-rate, own-model, ..., layerwise)
+    "backtest_error_percent": "double",  # the selector's expected error of that candidate
     "error": "string",
 }
 # Null where they do not apply: errors, and interconnects of single-device forecasts.
-OPTIONAL_OUTPUTS = ("error", "interconnect", "assumed", "chosen")
+OPTIONAL_OUTPUTS = ("error", "interconnect", "assumed", "chosen", "candidate",
+                    "backtest_error_percent")
 ERROR_MODES = ("raise", "row")
 
 ARTIFACT_MODELS = "e2e_models"
@@ -175,6 +180,9 @@ def output_row(outcome: Outcome) -> dict:
         "interconnect": outcome.details.get("interconnect"),
         "assumed": "; ".join(outcome.details.get("assumed", [])) or None,
         "chosen": outcome.details.get("chosen"),
+        "candidate": outcome.details.get("candidate"),
+        "backtest_error_percent": (outcome.details.get("backtest") or {}).get(
+            "expected_error_percent"),
         "error": None,
     }
 
@@ -211,7 +219,11 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
     def load_context(self, context) -> None:
         artifacts = context.artifacts
         with open(artifacts[ARTIFACT_MODELS], encoding="utf-8") as handle:
-            models = [FittedModel.from_record(r) for r in json.load(handle)["models"]]
+            snapshot = json.load(handle)
+        models = [FittedModel.from_record(r) for r in snapshot["models"]]
+        self.history = from_records(snapshot.get("history"))
+        self.selector = (BacktestSelector.from_dict(snapshot["selector"])
+                         if snapshot.get("selector") else None)
         calibration = ScaleCalibrator.empty()
         if ARTIFACT_CALIBRATION in artifacts:
             with open(artifacts[ARTIFACT_CALIBRATION], encoding="utf-8") as handle:
@@ -228,8 +240,9 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
         self.calibration = calibration
         self.predictor = predictor
         self.forecaster = Forecaster(
-            models=models, layer_predictor=predictor, calibration=calibration
-        )
+            models=models, layer_predictor=predictor, calibration=calibration,
+            history=getattr(self, "history", None), selector=_with_prior(
+                getattr(self, "selector", None)))
         self._models_by_id = {m.model_id: m for m in models}
         self._cache: OrderedDict[JobRequest, Outcome] = OrderedDict()
 
@@ -359,9 +372,17 @@ def example_jobs(models: list) -> pd.DataFrame | None:
     return None
 
 
+def _with_prior(selector: BacktestSelector | None) -> BacktestSelector | None:
+    """The packaged selector combined with the shipped prior (None: the prior alone)."""
+    prior = load_prior()
+    return selector.combine(prior) if selector is not None else prior
+
+
 def log_forecaster(
     models: list,
     *,
+    history: list[dict] | None = None,
+    selector: dict | None = None,
     calibration: ScaleCalibrator | None = None,
     predictor_dir: str | Path | None = None,
     registered_model_name: str | None = None,
@@ -372,7 +393,8 @@ def log_forecaster(
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         models_json = tmp_path / "e2e_models.json"
-        models_json.write_text(json.dumps({"models": [m.to_record() for m in models]}))
+        models_json.write_text(json.dumps({"models": [m.to_record() for m in models],
+                                            "history": history or [], "selector": selector}))
         calibration_json = tmp_path / "calibration.json"
         calibration_json.write_text(json.dumps((calibration or ScaleCalibrator.empty()).to_dict()))
         artifacts = {ARTIFACT_MODELS: str(models_json), ARTIFACT_CALIBRATION: str(calibration_json)}

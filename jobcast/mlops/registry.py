@@ -27,11 +27,13 @@ from jobcast.mlops.pyfunc_model import directory_fingerprint, log_forecaster
 from jobcast.mlops.serving import model_uri_of
 from jobcast.mlops.tracking import data_fingerprint, redact_url, resolve_tracking_uri, tracking
 from jobcast.service.calibration import fit_calibration
+from jobcast.service.forecaster import HISTORY_ARTIFACT, SELECTOR_ARTIFACT
 from layerwise.shipped import load_predictor
 from models.calibration import (
     ScaleCalibrator,
 )
 from models.e2e import load_models
+from models.history import run_table, to_records
 
 DEFAULT_NAME = "jobcast-forecaster"
 DEFAULT_ALIAS = "champion"
@@ -110,6 +112,13 @@ def default_predictor_dir() -> Path | None:
     return path if path.is_dir() and any(path.iterdir()) else None
 
 
+def _history(store) -> list[dict]:
+    """The run summaries a registered forecaster ships: the fit's, else summarised now (a
+    store fitted by an older jobcast), so served answers equal ``jobcast predict``'s."""
+    saved = store.load_artifact(HISTORY_ARTIFACT)
+    return saved if saved is not None else to_records(run_table(store))
+
+
 def register_forecaster(
     store,
     *,
@@ -166,7 +175,9 @@ def register_forecaster(
         if skipped:
             mlflow.log_text("\n".join(skipped) + "\n", "calibration_skipped.txt")
         info = log_forecaster(
-            models, calibration=calibrator, predictor_dir=predictor_dir,
+            models, history=_history(store),
+            selector=store.load_artifact(SELECTOR_ARTIFACT),
+            calibration=calibrator, predictor_dir=predictor_dir,
             registered_model_name=name,
             metadata={"data_fingerprint": fingerprint, VALIDATION_TAG: score,
                       "predictor": predictor_id},

@@ -1,19 +1,24 @@
-"""One forecaster: end-to-end models where the job has history, layerwise otherwise.
+"""One forecaster: every route proposes candidate answers; backtested evidence picks one.
 
-Routing rules (the CLI and the served model decide the same way, here):
+Rules (the CLI, the served model and the report decide the same way, here):
 
-1. A request that names a deployment and no device goes to the end-to-end route.
-2. If that route misses (no model for the key), or the request names a device, the
-   layerwise route answers, calibrated by observed runs where a factor applies.
-3. One exception to "history wins": an end-to-end model fitted on fewer than
-   :data:`MIN_E2E_RUNS` runs, asked about a batch size its runs did not use, gives way to the
-   layerwise forecast calibrated on that network's own runs on the same hardware (the
-   layerwise model knows how time scales with the batch, the runs know the level; measured
-   in docs/mlflow.md).
-4. Before that exception: an end-to-end answer from history without the request's batch size
-   (however many others it has) gives way to the hybrid
-   route (:mod:`jobcast.service.hybrid`: the layerwise shape versus batch, scaled by that
-   history; docs/batch-hybrid.md) wherever the layerwise route can price the network.
+1. **Ask**: the request is resolved once (:class:`jobcast.service.candidates.Ask`): target
+   (the whole job by default), deployment key and the stored keys that match it (exact, else
+   the GPU family's), asked variant, named system.
+2. **Propose**: the routes of :data:`ROUTES`, in order (rates, whole-job history of a
+   recurring job, end-to-end models, hybrid, layerwise), each give zero or more candidates
+   with their relation to the request. A costly route (one that prices layers) is skipped
+   when none of its kinds can be expected to beat the best candidate so far (the selector's
+   lowest expected error for those kinds), so a job with a system's own history never waits
+   for the layerwise forecast; ``exhaustive`` (the backtest) asks every route.
+3. **Judge**: the backtest selector (``models.selector``: fitted by ``jobcast fit`` on this
+   store's own backtest, the shipped prior filling what the store cannot tell) gives each
+   candidate its expected error and 90 % interval; a kind it knows nothing of ranks by
+   :data:`jobcast.service.candidates.FALLBACK_ERROR` with its own interval.
+4. **Choose**: the candidate of lowest expected error (ties: the registry's order, then the
+   route's). The answer is that candidate's forecast with the selector's interval, and says
+   why (``chosen``: the candidate's reason and its backtest figure) and what else there was
+   (``candidates``).
 
 Every request gets an :class:`Outcome`: a :class:`Forecast`, or a :class:`ForecastFailure`
 that says why no route could answer.
@@ -21,28 +26,58 @@ that says why no route could answer.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
+import pandas as pd
+
 from ingest.store import Store
+from jobcast.service.candidates import (
+    FALLBACK_ERROR,
+    KINDS,
+    Ask,
+    Candidate,
+    Proposer,
+    fallback_error,
+)
+from jobcast.service.e2e_route import EndToEndRoute
 from jobcast.service.forecast import Forecast, ForecastFailure, Outcome
 from jobcast.service.hybrid import HybridRoute
+from jobcast.service.rates import RateRoute
 from jobcast.service.request import JobRequest, JobRequestError
-from jobcast.service.routes import CalibratedRoute, EndToEndRoute, LayerwiseRoute, RouteMiss
+from jobcast.service.routes import CalibratedRoute, LayerwiseRoute, RouteMiss
+from jobcast.service.whole_job_route import WholeJobRoute
 from models.calibration import ScaleCalibrator
 from models.e2e import FittedModel, load_models
+from models.history import from_records, run_table
+from models.selector import BacktestSelector, Judgement, load_prior
 
-# End-to-end models fitted on fewer runs than this give way to the calibrated layerwise
-# forecast at a batch size their runs did not use (see docs/mlflow.md, calibration results).
-MIN_E2E_RUNS = 2
+SELECTOR_ARTIFACT = "selector"
+HISTORY_ARTIFACT = "history"
+
+# The registry: each entry builds one route from the forecaster's parts, in proposing order.
+ROUTES: list[tuple[str, Callable[[Forecaster], Proposer]]] = [
+    ("rate", lambda fc: RateRoute(fc.history)),
+    ("whole-job", lambda fc: WholeJobRoute(fc.store)),
+    ("end-to-end", lambda fc: fc.end_to_end),
+    ("hybrid", lambda fc: HybridRoute(fc.layerwise.layerwise, fc.end_to_end, fc.store,
+                                      points=fc.points)),
+    ("layerwise", lambda fc: fc.layerwise),
+]
 
 
 class Forecaster:
     """Routes each request (see the module rules).
 
-    The end-to-end models come from ``store`` (read on first use) or are given as
-    ``models`` (``FittedModel`` list, e.g. a snapshot packaged with an MLflow model).
-    ``layer_predictor`` defaults to the shipped layerwise predictor; ``calibration`` is a
-    fitted :class:`ScaleCalibrator` (or None: layerwise answers stay uncalibrated).
+    The end-to-end models, run summaries and selector come from ``store`` (read on first use)
+    or are given (``models``, ``history``, ``selector``: e.g. a snapshot packaged with an
+    MLflow model, or a backtest fold). ``layer_predictor`` defaults to the shipped layerwise
+    predictor; ``calibration`` is a fitted :class:`ScaleCalibrator` (or None). ``points``: the
+    progress points the hybrid reads history from when there is no store (a backtest fold).
+    ``prior``: combine the store's selector with the shipped prior (False: the store's own
+    backtest alone; a :class:`BacktestSelector`: that one as the prior, as a benchmark that
+    keeps its held-out data out of the prior needs).
     """
 
     def __init__(
@@ -51,14 +86,26 @@ class Forecaster:
         layer_predictor: Any = None,
         models: list[FittedModel] | None = None,
         calibration: ScaleCalibrator | None = None,
+        history: pd.DataFrame | None = None,
+        selector: BacktestSelector | None = None,
+        points: pd.DataFrame | None = None,
+        prior: bool | BacktestSelector = True,
     ):
         self.store = store
+        self.prior = prior
         self.layer_predictor = layer_predictor
         self.calibration = calibration
+        self.points = points
         self._models = models
+        self._history = history
+        self._selector = selector
+        self._routes: list[Proposer] | None = None
         self._end_to_end: EndToEndRoute | None = None
-        self._hybrid: HybridRoute | None = None
-        self.layerwise = CalibratedRoute(LayerwiseRoute(layer_predictor), calibration)
+        self._floors: dict[str, float] = {}
+        self.layerwise = CalibratedRoute(LayerwiseRoute(layer_predictor), calibration,
+                                         explain=lambda ask: self.end_to_end.miss_reason(ask))
+
+    # -- parts, read on first use ---------------------------------------------------
 
     @property
     def models(self) -> list[FittedModel]:
@@ -67,58 +114,140 @@ class Forecaster:
         return self._models
 
     @property
+    def history(self) -> pd.DataFrame:
+        """The run summaries: the fit's artifact, else summarised from the store now."""
+        if self._history is None:
+            records = self.store.load_artifact(HISTORY_ARTIFACT) if self.store else None
+            if records is not None:
+                self._history = from_records(records)
+            elif self.store is not None:
+                self._history = run_table(self.store)
+            else:
+                self._history = from_records(None)
+        return self._history
+
+    @property
+    def selector(self) -> BacktestSelector | None:
+        """The store's backtest selector combined with the shipped prior (either alone where
+        the other is missing)."""
+        if self._selector is None:
+            prior = (self.prior if isinstance(self.prior, BacktestSelector)
+                     else load_prior() if self.prior else None)
+            own = self.store.load_artifact(SELECTOR_ARTIFACT) if self.store else None
+            self._selector = (BacktestSelector.from_dict(own).combine(prior) if own
+                              else prior)
+        return self._selector
+
+    @property
     def end_to_end(self) -> EndToEndRoute:
         if self._end_to_end is None:
-            self._end_to_end = EndToEndRoute(self.models)
+            self._end_to_end = EndToEndRoute(self.models, self.history)
         return self._end_to_end
 
     @property
-    def hybrid(self) -> HybridRoute:
-        if self._hybrid is None:
-            self._hybrid = HybridRoute(self.layerwise.layerwise, self.end_to_end, self.store)
-        return self._hybrid
+    def routes(self) -> list[Proposer]:
+        if self._routes is None:
+            self._routes = [build(self) for _, build in ROUTES]
+        return self._routes
 
-    def forecast(self, req: JobRequest) -> Outcome:
-        """A :class:`Forecast`, or a :class:`ForecastFailure` with the reason."""
+    def stored_keys(self) -> set[str]:
+        keys = {m.deployment for m in self.models}
+        if len(self.history):
+            keys |= set(self.history["deployment"])
+        return keys
+
+    # -- forecasting ------------------------------------------------------------------
+
+    def judge(self, cand: Candidate) -> Judgement:
+        """The selector's judgement of a candidate, else the fallback rank with the
+        candidate's own interval."""
+        found = self.selector.judge(cand.relation) if self.selector else None
+        if found is not None:
+            return found
+        f = cand.forecast
+        return Judgement(fallback_error(cand.relation), f.low / f.seconds,
+                         f.high / f.seconds, "fallback", 0)
+
+    def _floor(self, kind: str) -> float:
+        """The lowest expected error any candidate of ``kind`` could get."""
+        if kind not in self._floors:
+            best = FALLBACK_ERROR.get(kind, 1.0)
+            if self.selector is not None:
+                for name, cells in self.selector.cells_.items():
+                    if name.startswith("kind"):
+                        best = min([best] + [c[1] for k, c in cells.items()
+                                             if k.startswith(f"kind={kind}|")
+                                             or k == f"kind={kind}"])
+            self._floors[kind] = best
+        return self._floors[kind]
+
+    def candidates(self, req: JobRequest, exhaustive: bool = False, now: float | None = None
+                   ) -> tuple[Ask, list[tuple[Candidate, Judgement]], list[str]]:
+        """The ask, every candidate proposed with its judgement, and why routes missed;
+        ``now`` (unix s, default the clock) ages the history (a backtest's target start)."""
+        ask = Ask.of(req, self.stored_keys(), now)
+        judged: list[tuple[Candidate, Judgement]] = []
+        misses: list[str] = []
+        for route in self.routes:
+            if not exhaustive and judged and route.costly:
+                best = min(j.expected for _, j in judged)
+                if all(self._floor(k) > best for k in route.kinds):
+                    continue
+            try:
+                found = route.propose(ask)
+            except (RouteMiss, LookupError, ValueError) as exc:
+                misses.append(str(exc))
+                continue
+            judged += [(c, self.judge(c)) for c in found if _finite(c.forecast)]
+        return ask, judged, misses
+
+    def forecast(self, req: JobRequest, now: float | None = None) -> Outcome:
+        """A :class:`Forecast`, or a :class:`ForecastFailure` with the reason; ``now`` (unix
+        s, default the clock) is when it is asked (a benchmark replaying history sets it)."""
         try:
             req.validate()
-            if req.device is None and req.deployment is not None:
-                try:
-                    result = self.end_to_end.forecast(req)
-                except RouteMiss as exc:
-                    miss = str(exc)
-                else:
-                    hybrid = self.hybrid.answer(req, result)
-                    if hybrid is not None:
-                        return hybrid
-                    if self._few_runs_off_batch(req, result):
-                        return self._own_runs_layerwise(req) or result
-                    return result
-            else:
-                miss = "no deployment given"
-            return self.layerwise.forecast(req, miss)
+            ask, judged, misses = self.candidates(req, now=now)
+            if not judged:
+                return ForecastFailure(req, self._no_answer(ask, misses))
+            order = {k: i for i, k in enumerate(KINDS)}
+            cand, judgement = min(
+                enumerate(judged),
+                key=lambda t: (t[1][1].expected, order.get(t[1][0].kind, 99), t[0]))[1]
+            return self._answer(cand, judgement, judged)
         except (JobRequestError, ValueError, LookupError, OSError) as exc:
             return ForecastFailure(req, str(exc))
 
-    def _few_runs_off_batch(self, req: JobRequest, result: Forecast) -> bool:
-        """An end-to-end answer from fewer than MIN_E2E_RUNS runs at a batch size they lack."""
-        if self.calibration is None or req.eval_every:
-            return False
-        model = self.end_to_end.model_of(result)
-        if model is None or model.estimator.n_runs_ >= MIN_E2E_RUNS:
-            return False
-        low, high = model.estimator.batch_range_
-        return not low <= req.batch_size <= high
+    def _answer(self, cand: Candidate, j: Judgement,
+                judged: list[tuple[Candidate, Judgement]]) -> Forecast:
+        f = cand.forecast
+        backtest = (f"backtest: {j.expected_percent():.2g} % mean error over {j.n} forecasts "
+                    f"of its kind ({j.cell})" if j.n else
+                    "no backtest of its kind yet: ranked by kind, own interval")
+        chosen = f"{cand.reason}; {backtest}"
+        others = [{"kind": c.kind, "model": c.forecast.model, "seconds": c.forecast.seconds,
+                   "expected_error_percent": jj.expected_percent(), "reason": c.reason,
+                   "relation": c.relation.as_dict()} for c, jj in judged]
+        details = {**f.details, "chosen": chosen, "candidate": cand.kind,
+                   "backtest": {"expected_error_percent": j.expected_percent(),
+                                "forecasts": j.n, "cell": j.cell},
+                   "relation": cand.relation.as_dict(), "candidates": others}
+        low = min(f.seconds * j.low_factor, f.seconds)
+        high = max(f.seconds * j.high_factor, f.seconds)
+        return Forecast(job=f.job, seconds=f.seconds, low=low, high=high, route=f.route,
+                        model=f.model, extrapolated=f.extrapolated, unit=f.unit,
+                        details=details)
 
-    def _own_runs_layerwise(self, req: JobRequest) -> Forecast | None:
-        """The layerwise forecast scaled by this network's own runs on this hardware, if any."""
-        if not self.layerwise.has_own_runs(req):
-            return None
-        why = f"the end-to-end model has fewer than {MIN_E2E_RUNS} runs at other batch sizes"
-        try:
-            calibrated = self.layerwise.forecast(req, why)
-        except (LookupError, ValueError):
-            return None
-        if calibrated.details.get("calibration", {}).get("level") != "network-hardware":
-            return None
-        return calibrated
+    def _no_answer(self, ask: Ask, misses: list[str]) -> str:
+        """Why nothing answered: the routes' own reasons, else what the history holds."""
+        if any(misses):
+            return "; ".join(dict.fromkeys(m for m in misses if m))
+        req = ask.req
+        where = req.deployment or req.device or "no deployment or device"
+        known = sorted({f"{m.network} @ {m.deployment}" for m in self.models})[:8]
+        return (f"no history of network {req.network!r} on {where}"
+                + (f" (history has: {', '.join(known)})" if known else "")
+                + "; and no layerwise forecast of it")
+
+
+def _finite(f: Forecast) -> bool:
+    return all(math.isfinite(x) for x in (f.seconds, f.low, f.high)) and f.seconds > 0

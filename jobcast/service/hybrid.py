@@ -28,12 +28,16 @@ hybrid takes that shape and calibrates it on the key's runs (docs/batch-hybrid.m
   with the distance to the nearest observed batch size: ``shape_rate x |ln(B / b)|``.
   ``shape_rate`` is the prior :data:`SHAPE_RATE_90`, or the fastest rate at which the
   history's own ratios drift between neighbouring batch sizes where that is larger.
-* **When** (:meth:`HybridRoute.answer`): the end-to-end route answered from history that
-  lacks the request's batch size (however many other batch sizes it has: between them the
-  ratio interpolates the nearest two, where the end-to-end line fits all at once; leaving
-  each CaffeNet batch size out, the hybrid was nearer at every one, docs/batch-hybrid.md);
-  the network has a shipped spec (:func:`priced`: no TensorFlow at forecast time).
-  Evaluation passes (``eval_every``) stay end-to-end.
+* **When** (:meth:`HybridRoute.propose`): for each phase model the end-to-end route would
+  propose whose runs lack the request's batch size (however many other batch sizes it has:
+  between them the ratio interpolates the nearest two, where the end-to-end line fits all at
+  once; leaving each CaffeNet batch size out, the hybrid was nearer at every one,
+  docs/batch-hybrid.md), where the network has a shipped spec (:func:`priced`: no
+  TensorFlow at forecast time): one ``hybrid`` candidate with the model's relation (its
+  system, stack, variant; batch ``other``). At most :data:`MAX_MODELS` models per request
+  (own models first, then the newest pooled ones). Whether it answers is the selector's
+  call (``models.selector``), like every candidate's. A request that gives its evaluation
+  passes (``eval_every``) gets none: they stay end-to-end.
 """
 
 from __future__ import annotations
@@ -49,12 +53,15 @@ from scipy import optimize, stats
 from sklearn.base import BaseEstimator, clone
 
 from ingest.store import Store
+from jobcast.service.candidates import Ask, Candidate, own_scale, to_job
+from jobcast.service.e2e_route import EndToEndRoute, owned_by
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest
-from jobcast.service.routes import LAYERWISE_MODEL, EndToEndRoute, LayerwiseRoute, RouteMiss
+from jobcast.service.routes import LAYERWISE_MODEL, LayerwiseRoute, RouteMiss
 from layerwise import zoo
 from models.dataset import progress_points, stack_key
-from models.e2e import FittedModel
+from models.e2e import FittedModel, forecast
+from models.selector import Relation, runs_bucket
 
 # The ``split`` mode needs batch sizes spanning at least this factor (closer ones cannot tell a
 # per-step from a per-sample scale). It is not the default: from two batch sizes it fits both
@@ -67,6 +74,7 @@ MIN_SPLIT_SPAN = 2.0
 # layerwise/data/measured/*_networks.csv); `python benchmarks/batch_hybrid.py --shape-prior`.
 SHAPE_RATE_90 = 0.51
 HISTORY_FLOOR = 0.02  # the history's relative half-width is never below 2 %
+MAX_MODELS = 4  # hybrid candidates per request
 # Words of a software stack -> the layerwise framework whose composition runs it the same way.
 STACK_FRAMEWORKS = {"caffe": "pytorch", "pytorch": "pytorch", "torch": "pytorch",
                     "tensorflow": "tensorflow", "tf": "tensorflow", "keras": "tensorflow"}
@@ -274,9 +282,9 @@ class _KeyStore:
 
 def key_points(points: pd.DataFrame, model: FittedModel) -> pd.DataFrame:
     """The progress points of the model's key (its sources, phase, stack, variant, system)."""
+    keys = points["_stack_key"] if "_stack_key" in points else points["stack"].map(stack_key)
     keep = (points["network"].eq(model.network) & points["deployment"].eq(model.deployment)
-            & points["phase"].eq(model.phase)
-            & points["stack"].map(stack_key).eq(stack_key(model.stack))
+            & points["phase"].eq(model.phase) & keys.eq(stack_key(model.stack))
             & points["source"].isin(set(model.sources)))
     variant = getattr(model, "variant", None)
     if variant is not None and "variant" in points:
@@ -294,19 +302,38 @@ class HybridRoute:
 
     def __init__(self, layerwise: LayerwiseRoute, end_to_end: EndToEndRoute,
                  store: Store | None = None, framework: str | None = None,
-                 calibrator: BatchShapeCalibrator | None = None):
+                 calibrator: BatchShapeCalibrator | None = None,
+                 points: pd.DataFrame | None = None):
         """``framework`` fixes the shape's framework (None: :func:`shape_framework`);
-        ``calibrator`` is the unfitted estimator to clone per forecast (default settings)."""
+        ``calibrator`` is the unfitted estimator to clone per forecast (default settings);
+        ``points``: progress points to read history from instead of ``store``."""
         self.layerwise = layerwise
         self.end_to_end = end_to_end
         self.store = store
+        self.points = points
         self.framework = framework
         self.calibrator = calibrator
         self._points: dict[tuple[str, str], pd.DataFrame] = {}
+        self._histories: dict[str, History] = {}
 
     def history(self, model: FittedModel) -> History:
-        """The model key's history: from the store's runs, else from the model itself."""
-        if self.store is not None:
+        """The model key's history: from the given points or the store's runs, else from the
+        model itself (read once per model)."""
+        if model.model_id not in self._histories:
+            self._histories[model.model_id] = self._history(model)
+        return self._histories[model.model_id]
+
+    def _history(self, model: FittedModel) -> History:
+        if self.points is not None:
+            where = (model.network, model.deployment)
+            if where not in self._points:
+                sub = self.points[(self.points["network"] == model.network)
+                                  & (self.points["deployment"] == model.deployment)]
+                self._points[where] = sub.assign(_stack_key=sub["stack"].map(stack_key))
+            found = history_from_points(key_points(self._points[where], model))
+            if found is not None:
+                return found
+        elif self.store is not None:
             where = (model.network, model.deployment)
             if where not in self._points:
                 self._points[where] = progress_points(_KeyStore(self.store, *where))
@@ -315,30 +342,67 @@ class HybridRoute:
                 return found
         return history_from_model(model)
 
-    def answer(self, req: JobRequest, result: Forecast) -> Forecast | None:
-        """The hybrid forecast where it applies to an end-to-end answer (see ``When``), else
-        None (also when the layerwise route cannot price the network)."""
-        model = self.end_to_end.model_of(result)
-        if model is None or req.eval_every or req.batch_size is None or not priced(req):
-            return None
-        try:
-            history = self.history(model)
-            seen = history.batch_sizes
-            if not seen or req.batch_size in seen:
-                return None
-            return self._forecast(req, model, history, result)
-        except (RouteMiss, LookupError, ValueError):
-            return None
+    kinds = ("hybrid",)
+    costly = True
+
+    def propose(self, ask: Ask) -> list[Candidate]:
+        """Hybrid candidates of the models whose runs lack the asked batch size (``When``)."""
+        req = ask.req
+        if ask.iterations is None or req.batch_size is None or req.eval_every \
+                or not priced(req):
+            return []
+        models = self.end_to_end.matching(ask)
+        own = [m for m in models if owned_by(m, ask.system)]
+        pooled = sorted((m for m in models if m.system == "" and not owned_by(m, ask.system)),
+                        key=lambda m: -m.last_run_time)
+        out = []
+        for m in (own + pooled)[:MAX_MODELS]:
+            try:
+                history = self.history(m)
+                if not history.batch_sizes or req.batch_size in history.batch_sizes:
+                    continue
+                out.append(self._candidate(ask, m, history))
+            except (RouteMiss, LookupError, ValueError):
+                continue
+        return out
+
+    def _candidate(self, ask: Ask, m: FittedModel, history: History) -> Candidate:
+        req = replace(ask.req, phase=ask.phase, iterations=ask.iterations)
+        plain = forecast(m, float(ask.iterations), int(req.batch_size))
+        result = Forecast(job=req, seconds=plain["seconds"], low=plain["low"],
+                          high=plain["high"], route=Route.END_TO_END, model=m.model_id)
+        f = self._forecast(req, m, history, result)
+        f = replace(f, job=ask.req)
+        own = owned_by(m, ask.system)
+        system = "own" if own else ("other" if ask.system else "any")
+        reason = (f"hybrid: the layerwise shape versus batch size scaled by the runs of "
+                  f"{m.model_id} ({f.details['why_hybrid']})")
+        f = f.with_details(chosen=reason)
+        relation = Relation(kind="hybrid", target=ask.phase, system=system, batch="other",
+                            variant="asked" if ask.variant else "assumed",
+                            stack="newest", runs=runs_bucket(m.estimator.n_runs_),
+                            gpu=ask.gpu_relation(m.deployment), age=ask.age(m.last_run_time))
+        runs = self.end_to_end.runs_of(m)
+        cand = Candidate(f, relation, own_scale(f.seconds, f.low, f.high), reason,
+                         tuple(int(r) for r in runs["run_id"]) if len(runs) else ())
+        return to_job(cand, ask, runs) if ask.target == "job" else cand
 
     def forecast(self, req: JobRequest) -> Forecast:
         """The hybrid forecast of a request whose key the end-to-end route knows (RouteMiss
-        otherwise); answers also at batch sizes history has."""
-        result = self.end_to_end.forecast(req)
-        model = self.end_to_end.model_of(result)
-        if model is None:
-            raise RouteMiss("the end-to-end answer names no fitted model of this key")
+        otherwise), also at batch sizes history has: of the newest own (else pooled) model."""
+        ask = Ask.of(replace(req, phase=req.phase if req.phase != "job" else "train"),
+                     {m.deployment for m in self.end_to_end.models})
+        models = self.end_to_end.matching(ask)
+        if not models or ask.iterations is None:
+            raise RouteMiss("no end-to-end model of this key")
+        model = max(models, key=lambda m: (owned_by(m, ask.system), m.system == "",
+                                           m.last_run_time))
+        plain = forecast(model, float(ask.iterations), int(req.batch_size))
+        result = Forecast(job=req, seconds=plain["seconds"], low=plain["low"],
+                          high=plain["high"], route=Route.END_TO_END, model=model.model_id,
+                          details={"chosen": plain.get("chosen", "")})
         try:
-            return self._forecast(req, model, self.history(model), result)
+            return self._forecast(ask.req, model, self.history(model), result)
         except (LookupError, ValueError) as exc:
             raise RouteMiss(f"no hybrid forecast: {exc}") from None
 

@@ -4,7 +4,9 @@ Rules (:data:`FIELDS` is the only list of columns):
 
 * The five **core** columns ``network, deployment, batch_size, iterations, phase`` make a job
   table (a served table always has them; a value may be empty). The others are optional.
-* ``network`` and ``batch_size`` must have a value; ``phase`` defaults to ``train``,
+* ``network`` and ``batch_size`` must have a value; ``phase`` defaults to ``job`` (the whole
+  run: start-up, training, evaluation and the gaps between them, with the phases beside it;
+  ``train`` or ``test`` ask for one phase),
   ``optimizer`` to ``sgd``, ``precision`` to ``fp32`` (also tf32, fp16, bf16: mixed precision
   on tensor cores), ``framework`` to ``tensorflow`` (or ``pytorch``: eager PyTorch's per-op
   costs), ``image_size`` to the network's own (224 for most, 299 for Inception).
@@ -74,7 +76,7 @@ FIELDS: tuple[Field, ...] = (
     Field("deployment", "text", core=True),
     Field("batch_size", "whole", core=True, needed=True),
     Field("iterations", "whole", core=True),
-    Field("phase", "text", core=True, default="train"),
+    Field("phase", "text", core=True, default="job"),
     Field("device", "text"),
     Field("optimizer", "text", default="sgd"),
     Field("epochs", "number"),
@@ -88,6 +90,9 @@ FIELDS: tuple[Field, ...] = (
     Field("system", "text"),  # end-to-end: this system's own history (meta["system"])
     Field("tags", "text"),  # end-to-end variant beyond precision: "compiler=xla,data=real"
 )
+
+# What a request may ask: the whole job (the default) or one phase of it.
+REQUEST_PHASES: tuple[str, ...] = ("job", *PHASES)
 
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
 CORE_COLUMNS: tuple[str, ...] = tuple(f.name for f in FIELDS if f.core)
@@ -150,7 +155,7 @@ class JobRequest:
     deployment: str | None = None
     batch_size: int | None = None
     iterations: int | None = None
-    phase: str = "train"
+    phase: str = "job"
     epochs: float | None = None
     dataset_size: int | None = None
     eval_every: float | None = None
@@ -183,8 +188,8 @@ class JobRequest:
             raise JobRequestError("network is missing", field="network")
         if self.batch_size is None:
             raise JobRequestError("batch_size is missing", field="batch_size")
-        if self.phase not in PHASES:
-            raise JobRequestError(f"phase must be train or test, got {self.phase!r}",
+        if self.phase not in REQUEST_PHASES:
+            raise JobRequestError(f"phase must be job, train or test, got {self.phase!r}",
                                   field="phase")
         for name in LIMITS:
             value = getattr(self, name, None)

@@ -1,56 +1,51 @@
-"""Routes: each turns a job request into a :class:`Forecast` one way, behind one interface.
+"""The layerwise routes, and what every route shares: :class:`RouteMiss`.
 
-A route's ``forecast(req)`` returns a :class:`Forecast` or raises :class:`RouteMiss`
-(a :class:`LookupError`) saying why it cannot answer this job; the forecaster tries the
-next route then. A new route is one class with ``name`` and ``forecast``.
+Every route proposes candidate answers behind one interface
+(:class:`jobcast.service.candidates.Proposer`: ``name``, ``kinds``, ``propose(ask)``); the
+forecaster's registry (``jobcast.service.forecaster.ROUTES``) orders them and the backtest
+selector picks among their candidates. The routes:
 
-* :class:`EndToEndRoute`: the phase models fitted on the job's own history (network x
-  deployment x phase x stack x variant x system); a job plan (epochs, evaluations) sums its
-  phases. The request's precision and tags pick the variant (never a model of another
-  precision), its system that system's own model (``models.choice``); the answer says
-  which model and why (``chosen``), with its ``evidence``.
-* :class:`LayerwiseRoute`: per-layer predictions summed over the network for one device;
-  a deployment of N devices splits the global batch N ways (communication not modelled).
-* :class:`CalibratedRoute`: the layerwise forecast scaled by what observed runs of the
-  network (else of other networks) on the same hardware showed (``models.calibration``).
+* :class:`jobcast.service.rates.RateRoute`: the runs' own seconds per iteration.
+* :class:`jobcast.service.e2e_route.EndToEndRoute`: the phase models fitted on the job's own
+  history (network x deployment x phase x stack x variant x system).
 * :class:`jobcast.service.hybrid.HybridRoute`: the layerwise shape of time versus batch size,
   scaled by the key's end-to-end history (where that history lacks the batch size).
+* :class:`LayerwiseRoute`: per-layer predictions summed over the network for one device;
+  a deployment of N devices splits the global batch N ways and adds the exposed all-reduce.
+* :class:`CalibratedRoute`: the layerwise forecast scaled by what observed runs of the
+  network (else of other networks) on the same hardware showed (``models.calibration``).
+
+``LayerwiseRoute.forecast(req, why)`` raises :class:`RouteMiss` (a :class:`LookupError`)
+when it cannot price the job (unknown GPU); ``propose`` then answers no candidate.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
 
 from fleet.catalog import resolve_gpu
-from fleet.deployment import Deployment, deployment_key, normalise_deployment
+from fleet.deployment import Deployment, deployment_key
 from fleet.framework import parse_framework
+from jobcast.service.candidates import Ask, Candidate, own_scale, to_job
 from jobcast.service.forecast import Forecast, Route
-from jobcast.service.other_counts import scale_to_count
-from jobcast.service.request import JobRequest, JobRequestError
+from jobcast.service.request import JobRequest
 from layerwise.forecast import forecast_network
 from models.calibration import ScaleCalibrator, network_key
-from models.choice import narrow
-from models.e2e import FittedModel, NoModelError, forecast, select
-from models.job import JobPlan, forecast_job
 from models.scaling import allreduce_ms, shipped_scaling
-from models.variant import compatible, request_variant
+from models.selector import Relation, runs_bucket
 
 LAYERWISE_MODEL = "layerwise/default"
 _CORE = ("seconds", "low", "high", "unit", "route", "model", "extrapolated")
+CACHE_SIZE = 512  # layerwise network forecasts kept per route (oldest dropped first)
 
 
 class RouteMiss(LookupError):
     """This route has no answer for the job (no history, unknown device, ...)."""
-
-
-class ForecastRoute(Protocol):
-    """A way to forecast: ``forecast(req)`` answers or raises :class:`RouteMiss`."""
-
-    name: Route
-
-    def forecast(self, req: JobRequest) -> Forecast: ...
 
 
 def _details(result: dict) -> dict[str, Any]:
@@ -58,73 +53,26 @@ def _details(result: dict) -> dict[str, Any]:
     return {k: v for k, v in result.items() if k not in _CORE}
 
 
-class EndToEndRoute:
-    """History of the same network, deployment, phase (and stack)."""
+def layerwise_candidate(ask: Ask, f: Forecast) -> Candidate:
+    """A layerwise (or calibrated) forecast of the ask as a candidate."""
+    calibrated = f.route is Route.LAYERWISE_CALIBRATED
+    runs = int(f.details.get("calibration", {}).get("runs", 0)) if calibrated else 0
+    relation = Relation(kind="layerwise-calibrated" if calibrated else "layerwise",
+                        target=ask.phase, system="other" if ask.system else "any",
+                        batch="other", variant="asked" if ask.variant else "assumed",
+                        stack="none", runs=runs_bucket(runs), gpu="exact", age="none")
+    level = f.details.get("calibration", {}).get("level", "")
+    reason = ("layerwise-calibrated: per-layer predictions scaled by observed runs "
+              f"({level})" if calibrated else "layerwise: per-layer predictions composed into "
+              "the network's step (no history of this job)")
+    f = f.with_details(chosen=reason)
+    cand = Candidate(f, relation, own_scale(f.seconds, f.low, f.high), reason)
+    return to_job(cand, ask, pd.DataFrame()) if ask.target == "job" else cand
 
-    name = Route.END_TO_END
 
-    def __init__(self, models: Sequence[FittedModel]):
-        self.models = models
-
-    def forecast(self, req: JobRequest) -> Forecast:
-        if req.deployment is None:
-            raise RouteMiss("no deployment given")
-        deployment = normalise_deployment(req.deployment)
-        try:
-            result = self._predict(req, deployment)
-        except NoModelError as exc:
-            raise RouteMiss(str(exc)) from None
-        return Forecast(
-            job=req,
-            seconds=result["seconds"],
-            low=result["low"],
-            high=result["high"],
-            route=self.name,
-            model=result["model"],
-            extrapolated=bool(result["extrapolated"]),
-            details=_details(result),
-        )
-
-    def _predict(self, req: JobRequest, deployment: str) -> dict:
-        asked = request_variant(req.precision if req.states_precision() else None, req.tags)
-        if req.epochs is not None and req.iterations is None:
-            train_iters = None
-            if req.dataset_size is not None:
-                train_iters = req.epochs * math.ceil(req.dataset_size / req.batch_size)
-            choice = select(self.models, req.network, deployment, "train", req.stack,
-                            train_iters, req.batch_size, asked, req.system)
-            same = [m for m in self.models if m.variant == choice.model.variant
-                    and m.system == choice.model.system]
-            plan = JobPlan(
-                network=req.network,
-                deployment=deployment,
-                batch_size=req.batch_size,
-                epochs=req.epochs,
-                dataset_size=req.dataset_size,
-                eval_every=req.eval_every,
-                eval_size=req.eval_size,
-                stack=req.stack or choice.model.stack,
-            )
-            return {**forecast_job(same, plan), "chosen": choice.reason,
-                    "evidence": choice.model.evidence(), "thin": choice.model.thin}
-        if req.iterations is None:
-            raise JobRequestError("give iterations, or epochs with dataset_size")
-        try:
-            choice = select(self.models, req.network, deployment, req.phase, req.stack,
-                            req.iterations, req.batch_size, asked, req.system)
-        except NoModelError:
-            scaled = scale_to_count(self._usable(asked, req.system), req, deployment)
-            if scaled is None:
-                raise
-            return scaled
-        return forecast(choice.model, req.iterations, req.batch_size, choice.reason)
-
-    def _usable(self, asked: dict, system: str | None) -> list[FittedModel]:
-        """The models of the asked variant (precision and tags) that serve ``system``."""
-        return narrow([m for m in self.models if compatible(m.variant, asked)], system)
-
-    def model_of(self, forecast_: Forecast) -> FittedModel | None:
-        return next((m for m in self.models if m.model_id == forecast_.model), None)
+def _phase_req(ask: Ask) -> JobRequest:
+    """The request as the layerwise route prices it: the asked phase's steps."""
+    return replace(ask.req, phase=ask.phase)
 
 
 def device_for(req: JobRequest) -> tuple[str, int]:
@@ -141,9 +89,19 @@ class LayerwiseRoute:
     """Per-layer predictions of the network on one device, times the job's steps."""
 
     name = Route.LAYERWISE
+    kinds = ("layerwise",)
+    costly = True
 
     def __init__(self, predictor: Any = None):
         self.predictor = predictor
+        self._cache: dict[tuple, dict] = {}  # one network's forecast per distinct question
+
+    def propose(self, ask: Ask) -> list[Candidate]:
+        """The plain layerwise candidate; :class:`RouteMiss` says why the job cannot be
+        priced (the forecaster keeps the reason)."""
+        if ask.req.batch_size is None or not (ask.req.device or ask.req.deployment):
+            return []
+        return [layerwise_candidate(ask, self.forecast(_phase_req(ask), "no history"))]
 
     def forecast(self, req: JobRequest, why: str = "") -> Forecast:
         """``why`` says why the end-to-end route did not answer (kept in the details)."""
@@ -153,18 +111,18 @@ class LayerwiseRoute:
         except (KeyError, ValueError) as exc:
             raise RouteMiss(f"{why}; and no layerwise forecast: {exc}") from None
         per_device_batch = max(1, math.ceil(req.batch_size / count))
-        result = forecast_network(
-            req.network,
-            device=gpu.name,
-            batch_size=per_device_batch,
-            optimizer=None if req.optimizer in (None, "", "none") else req.optimizer,
-            image_size=req.image_size,
-            precision=req.precision,
-            framework=parse_framework(req.framework).value,
-            dataset_size=req.dataset_size,
-            epochs=req.epochs,
-            predictor=self.predictor,
-        )
+        args = (req.network, gpu.name, per_device_batch,
+                None if req.optimizer in (None, "", "none") else req.optimizer, req.image_size,
+                str(req.precision), parse_framework(req.framework).value, req.dataset_size,
+                req.epochs)
+        if args not in self._cache:
+            if len(self._cache) >= CACHE_SIZE:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[args] = forecast_network(
+                args[0], device=args[1], batch_size=args[2], optimizer=args[3],
+                image_size=args[4], precision=req.precision, framework=args[6],
+                dataset_size=args[7], epochs=args[8], predictor=self.predictor)
+        result = self._cache[args]
         warnings = list(result.get("warnings", []))
         batch_s, batch_low, batch_high = result["batch_seconds"], result["low"], result["high"]
         parallel: dict[str, Any] = {}
@@ -251,10 +209,23 @@ class CalibratedRoute:
     """The layerwise route, scaled by observed runs where a factor applies."""
 
     name = Route.LAYERWISE_CALIBRATED
+    kinds = ("layerwise-calibrated", "layerwise")
+    costly = True
 
-    def __init__(self, layerwise: LayerwiseRoute, calibrator: ScaleCalibrator | None):
+    def __init__(self, layerwise: LayerwiseRoute, calibrator: ScaleCalibrator | None,
+                 explain: Callable[[Ask], str] | None = None):
+        """``explain(ask)`` says why history does not answer (kept as ``why_layerwise``)."""
         self.layerwise = layerwise
         self.calibrator = calibrator
+        self.explain = explain
+
+    def propose(self, ask: Ask) -> list[Candidate]:
+        """The layerwise candidate, calibrated where a factor applies; :class:`RouteMiss` says
+        why the job cannot be priced."""
+        if ask.req.batch_size is None or not (ask.req.device or ask.req.deployment):
+            return []
+        why = self.explain(ask) if self.explain else "no history of this job"
+        return [layerwise_candidate(ask, self.forecast(_phase_req(ask), why))]
 
     def forecast(self, req: JobRequest, why: str = "") -> Forecast:
         """Calibrated where a factor applies, else the plain layerwise forecast."""
@@ -270,3 +241,9 @@ class CalibratedRoute:
         except (LookupError, ValueError):
             return False
         return (network_key(req.network), hardware) in self.calibrator.pairs_
+
+
+from jobcast.service.e2e_route import EndToEndRoute  # noqa: E402  (re-exported: older imports)
+
+__all__ = ["CalibratedRoute", "EndToEndRoute", "LayerwiseRoute", "RouteMiss", "calibrate",
+           "device_for", "layerwise_candidate"]

@@ -97,12 +97,17 @@ def test_predict_single_job_json(fitted_store):
         str(run["batch_size"]),
         "--iterations",
         str(int(train_iters)),
+        "--phase",
+        "train",
         "--json",
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["unit"] == "s" and out["route"] == "end-to-end"
-    assert out["model"].startswith(f"e2e/resnet50/{run['deployment']}/train/")
+    # the run's own history answers: its rate or its phase model (issue 22: chosen by backtest)
+    assert out["model"].startswith((f"e2e/resnet50/{run['deployment']}/train/",
+                                    f"rate/resnet50/{run['deployment']}/train"))
+    assert out["candidate"] in ("own-rate", "own-model", "fleet-rate", "pooled-model")
     assert out["low"] <= out["seconds"] <= out["high"]
     assert out["extrapolated"] is False
     assert abs(out["seconds"] - actual) / actual < 0.25  # an in-sample run, loosely

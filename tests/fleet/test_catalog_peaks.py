@@ -26,6 +26,8 @@ TENSOR_ARCHS = {"Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell"}
 BF16_ARCHS = {"Ampere", "Ada", "Hopper", "Blackwell"}
 # GeForce-class parts run FP16 tensor math with FP32 accumulate at half rate.
 HALF_RATE = {"L40", "A10G"}
+# Turing TU116/TU117 parts without tensor cores: GeForce GTX 16xx and the T400/T600/T1000 boards.
+NO_TENSOR = {"T400", "T400 4GB", "T600", "T1000", "T1000 8GB"}
 
 
 @pytest.mark.parametrize(
@@ -110,7 +112,8 @@ def test_every_row_has_the_v2_facts():
 
 def test_tensor_columns_follow_the_architecture():
     for spec in load_catalog():
-        tensor = spec.architecture in TENSOR_ARCHS and "GTX" not in spec.name
+        tensor = (spec.architecture in TENSOR_ARCHS and "GTX" not in spec.name
+                  and spec.name not in NO_TENSOR)
         assert (spec.tensor_fp16_tflops is not None) == tensor, spec.name
         has_bf16 = spec.architecture in BF16_ARCHS
         assert (spec.tensor_bf16_tflops is not None) == has_bf16, spec.name

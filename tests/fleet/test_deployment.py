@@ -38,7 +38,8 @@ def test_catalog_lookup_and_slug_share_the_words():
     ("text", "key", "count"),
     [
         ("nvidia-a100-sxm4-80gb-x8", "nvidia-a100-sxm4-80gb-x8", 8),
-        ("nvidia-a100-sxm-40gb-x4-n4", "nvidia-a100-sxm-40gb-x4-n4", 16),
+        # a key written with MLPerf's spelling comes back as the GPU's canonical key
+        ("nvidia-a100-sxm-40gb-x4-n4", "nvidia-a100-sxm4-40gb-x4-n4", 16),
         ("8x A100-SXM4-80GB", "nvidia-a100-sxm4-80gb-x8", 8),
         ("8 × V100", "nvidia-v100-x8", 8),
         ("V100", "nvidia-v100-x1", 1),

@@ -179,7 +179,7 @@ def test_only_evaluation_is_no_training(tmp_path):
     ("value", "key"),
     [
         ("nvidia-a100-sxm4-80gb-x8", "nvidia-a100-sxm4-80gb-x8"),
-        ("nvidia-a100-sxm-40gb-x4-n4", "nvidia-a100-sxm-40gb-x4-n4"),
+        ("nvidia-a100-sxm-40gb-x4-n4", "nvidia-a100-sxm4-40gb-x4-n4"),  # canonical GPU key
         ("8x A100-SXM4-80GB", "nvidia-a100-sxm4-80gb-x8"),
         ("Tesla V100-SXM2-16GB", "nvidia-v100-sxm2-16gb-x1"),
         ({"accelerator": "H100", "per_node": 8, "nodes": 2}, "nvidia-h100-x8-n2"),

@@ -90,10 +90,14 @@ def test_registered_forecaster_answers_like_jobcast_predict(registered):
     assert len(out) == len(jobs) and out["error"].isna().all()
     assert set(out["route"]) == {"end-to-end"}
     assert ((out["low"] <= out["seconds"]) & (out["seconds"] <= out["high"])).all()
+    # the served answer names the candidate that answered and its backtest error (issue 22)
+    assert out["candidate"].notna().all() and (out["backtest_error_percent"] >= 0).all()
+    assert out["chosen"].str.contains("backtest").all()
     direct = Forecaster(store)
     for job, row in zip(jobs, out.to_dict(orient="records"), strict=True):
         expect = direct.forecast(job).to_dict()
         assert row["model"] == expect["model"]
+        assert row["candidate"] == expect["candidate"]
         assert row["seconds"] == pytest.approx(expect["seconds"], rel=1e-12)
         assert (row["low"], row["high"]) == pytest.approx((expect["low"], expect["high"]))
 

@@ -130,7 +130,11 @@ def test_end_to_end_rows_as_dataframe_split(server):
     assert len(preds) == len(rows)
     for row, pred in zip(rows, preds, strict=True):
         assert pred["route"] == "end-to-end" and pred["error"] is None
-        assert pred["model"].startswith(f"e2e/{row['network']}/{row['deployment']}/{row['phase']}/")
+        # the key's own history answers: a phase model or the runs' rate (issue 22)
+        assert pred["model"].startswith((
+            f"e2e/{row['network']}/{row['deployment']}/{row['phase']}/",
+            f"rate/{row['network']}/{row['deployment']}/{row['phase']}"))
+        assert pred["candidate"] and pred["backtest_error_percent"] is not None
         assert 0 < pred["low"] <= pred["seconds"] <= pred["high"] and pred["unit"] == "s"
 
 
@@ -146,8 +150,8 @@ def test_layerwise_rows_as_dataframe_records(server):
          "phase": "train", "device": "V100"},
         {"network": "vgg16", "deployment": deployment, "batch_size": 256, "iterations": 100,
          "phase": "train"},
-        # One A100 run at one batch size: other batch sizes go to the hybrid route (the
-        # layerwise shape of time versus batch, scaled by that run).
+        # One A100 run at one batch size: another batch size is answered by the candidate the
+        # backtest trusts most there (the hybrid, the key's model or its per-sample rate).
         {"network": "resnet50", "deployment": one_run.deployment, "batch_size": seen_batch // 2,
          "iterations": 1000, "phase": "train"},
         {"network": "resnet50", "deployment": one_run.deployment, "batch_size": seen_batch,
@@ -159,9 +163,11 @@ def test_layerwise_rows_as_dataframe_records(server):
     assert plain["route"] == "layerwise" and plain["model"].startswith("layerwise/")
     assert calibrated["route"] == "layerwise-calibrated"
     assert "+calibration/hardware/" in calibrated["model"]
-    assert own_runs["route"] == "hybrid"
-    assert own_runs["model"].startswith(one_run.model_id + "+layerwise/")
-    assert history["route"] == "end-to-end" and history["model"] == one_run.model_id
+    assert own_runs["route"] in ("hybrid", "end-to-end") and own_runs["error"] is None
+    assert own_runs["high"] / own_runs["low"] > 1.1  # another batch size: a wide interval
+    assert history["route"] == "end-to-end" and history["candidate"] in (
+        "own-model", "own-rate", "fleet-rate", "pooled-model")
+    assert history["high"] / history["low"] < own_runs["high"] / own_runs["low"]
     for pred in (plain, calibrated, own_runs, history):
         assert pred["error"] is None and 0 < pred["low"] <= pred["seconds"] <= pred["high"]
     # Scaled by that run (its level), shaped by the layerwise model to half the batch.

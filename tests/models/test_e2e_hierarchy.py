@@ -130,14 +130,20 @@ def test_system_history_beats_the_pooled_model(tmp_path):
                                    iterations=1500, system="vendorB/sys2"))
     plain = fc.forecast(JobRequest(network="resnet50", deployment=A100, batch_size=256,
                                    iterations=1500))
-    assert named.model == own["vendorB/sys2"].model_id and plain.model == pooled[0].model_id
+    # the named system is answered from its own history (its own model or its own rate), the
+    # anonymous request from every system's (the pooled model or the fleet's rate)
+    assert named.details["candidate"] in ("own-model", "own-rate")
+    assert named.details["relation"]["system"] == "own"
+    assert plain.details["candidate"] in ("pooled-model", "fleet-rate")
+    assert any(c["model"] == own["vendorB/sys2"].model_id for c in named.details["candidates"])
     assert abs(named.seconds - actual) < 0.25 * abs(plain.seconds - actual)
     assert named.low <= actual <= named.high
     assert "own history of system vendorB/sys2" in named.details["chosen"]
     assert "pooled over 4 systems" in plain.details["chosen"]
     unknown = fc.forecast(JobRequest(network="resnet50", deployment=A100, batch_size=256,
                                      iterations=1500, system="nobody/else"))
-    assert unknown.model == pooled[0].model_id
+    assert unknown.details["candidate"] in ("pooled-model", "fleet-rate")
+    assert unknown.details["relation"]["system"] == "other"
     assert "no history of system nobody/else" in unknown.details["chosen"]
 
 
@@ -238,7 +244,9 @@ def test_predict_cli_names_the_system_and_says_why(tmp_path):
     assert batch.exit_code == 0, batch.output
     row = json.loads(batch.stdout)[0]
     assert row["system"] == "vendorD/sys4" and row["thin"] is True
-    assert "shrunk by evidence" in row["chosen"]
+    assert row["relation"]["system"] == "own" and row["relation"]["runs"] == "1"
+    assert any("pooled model" in c["reason"] for c in row["candidates"]
+               if c["kind"] == "own-model")  # its level on the pooled model, shrunk
 
 
 def test_variant_key_is_canonical():

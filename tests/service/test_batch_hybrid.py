@@ -61,15 +61,25 @@ def _train_history(store: Store):
     return points[points["phase"] == "train"]
 
 
-def test_unseen_batch_is_answered_by_the_hybrid_with_a_finite_interval(one_batch):
+def _hybrid(forecaster: Forecaster, req: JobRequest):
+    """The hybrid candidate the forecaster's routes propose for ``req`` (issue 22: whether it
+    answers is the backtest selector's call; its properties are the route's)."""
+    _, judged, _ = forecaster.candidates(req, exhaustive=True)
+    found = [c.forecast for c, _ in judged if c.kind == "hybrid"]
+    assert found, [c.kind for c, _ in judged]
+    return found[0]
+
+
+def test_unseen_batch_gets_a_hybrid_candidate_with_a_finite_interval(one_batch):
     history = history_from_points(_train_history(one_batch))
     assert history.batch_sizes == (128,)
     forecaster = Forecaster(store=one_batch)
     for batch in (32, 512):
-        out = forecaster.forecast(JobRequest(network="caffenet128",
-                                             deployment=_deployment(one_batch),
-                                             batch_size=batch, iterations=2000))
-        assert out.ok, out
+        req = JobRequest(network="caffenet128", deployment=_deployment(one_batch),
+                         batch_size=batch, iterations=2000, phase="train")
+        answer = forecaster.forecast(req)
+        assert answer.ok and answer.details["relation"]["batch"] == "other"
+        out = _hybrid(forecaster, req)
         assert str(out.route) == "hybrid"
         assert all(math.isfinite(x) for x in (out.low, out.seconds, out.high))
         assert 0 < out.low < out.seconds < out.high
@@ -89,8 +99,8 @@ def test_the_hybrid_follows_the_layerwise_shape_and_widens_away_from_history(one
     ratio of two forecasts is the layerwise ratio; the interval grows with the distance."""
     forecaster = Forecaster(store=one_batch)
     deployment = _deployment(one_batch)
-    near, far = (forecaster.forecast(JobRequest(network="caffenet128", deployment=deployment,
-                                                batch_size=b, iterations=1000))
+    near, far = (_hybrid(forecaster, JobRequest(network="caffenet128", deployment=deployment,
+                                                batch_size=b, iterations=1000, phase="train"))
                  for b in (256, 1024))
     lw = near.details["hybrid"]["layerwise_step_seconds"] | \
         far.details["hybrid"]["layerwise_step_seconds"]
@@ -109,10 +119,10 @@ def test_a_batch_size_in_history_stays_end_to_end(one_batch):
 
 def test_without_a_store_the_fitted_model_is_the_history(one_batch):
     models = Forecaster(store=one_batch).models
-    out = Forecaster(models=models).forecast(JobRequest(
+    out = _hybrid(Forecaster(models=models), JobRequest(
         network="caffenet128", deployment=_deployment(one_batch), batch_size=512,
-        iterations=1000))
-    assert out.ok and str(out.route) == "hybrid"
+        iterations=1000, phase="train"))
+    assert str(out.route) == "hybrid"
     assert out.details["hybrid"]["history_source"] == "model"
     assert out.low < out.seconds < out.high
 
@@ -189,23 +199,29 @@ def two_batches(tmp_path_factory, shared_data) -> Store:
     return _store(tmp_path_factory.mktemp("hybrid-two"), logs)
 
 
-def test_two_batch_sizes_route_outside_and_between_them_to_the_hybrid(two_batches):
+def test_two_batch_sizes_give_hybrid_candidates_outside_and_between_them(two_batches):
     deployment = two_batches.runs()[0].deployment
     history = history_from_points(_train_history(two_batches))
     assert history.batch_sizes == (128, 512)
     forecaster = Forecaster(store=two_batches)
 
     def ask(batch: int):
-        return forecaster.forecast(JobRequest(network="caffenet128", deployment=deployment,
-                                              batch_size=batch, iterations=5000))
+        return _hybrid(forecaster, JobRequest(network="caffenet128", deployment=deployment,
+                                              batch_size=batch, iterations=5000, phase="train"))
 
     for batch in (64, 256, 1024):
         out = ask(batch)
-        assert out.ok and str(out.route) == "hybrid", batch
+        assert str(out.route) == "hybrid", batch
         assert 0 < out.low < out.seconds < out.high < math.inf
         assert len(out.details["hybrid"]["history"]) == 2
-    for batch in (128, 512):
-        assert str(ask(batch).route) == "end-to-end"
+    for batch in (128, 512):  # a batch size in history: no hybrid, history answers
+        _, judged, _ = forecaster.candidates(JobRequest(
+            network="caffenet128", deployment=deployment, batch_size=batch, iterations=5000),
+            exhaustive=True)
+        assert "hybrid" not in {c.kind for c, _ in judged}
+        assert str(forecaster.forecast(JobRequest(
+            network="caffenet128", deployment=deployment, batch_size=batch,
+            iterations=5000)).route) == "end-to-end"
     # between the two, the ratio to the layerwise step is interpolated between theirs
     mid = ask(256)
     ratios = mid.details["hybrid"]["ratios"]
@@ -214,8 +230,8 @@ def test_two_batch_sizes_route_outside_and_between_them_to_the_hybrid(two_batche
     assert min(ratios.values()) <= applied <= max(ratios.values())
 
 
-def test_a_batch_between_three_history_batch_sizes_is_hybrid(tmp_path):
-    """However many batch sizes history has, one it lacks is priced by the hybrid, which
+def test_a_batch_between_three_history_batch_sizes_gets_a_hybrid_candidate(tmp_path):
+    """However many batch sizes history has, one it lacks gets a hybrid candidate, which
     interpolates the ratios of the nearest two (the end-to-end line fits them all at once)."""
     text = CAFFENET_128.read_text()
     logs = [CAFFENET_128]
@@ -226,10 +242,10 @@ def test_a_batch_between_three_history_batch_sizes_is_hybrid(tmp_path):
     store = _store(tmp_path, logs)
     assert history_from_points(_train_history(store)).batch_sizes == (32, 128, 512)
     forecaster = Forecaster(store=store)
-    out = forecaster.forecast(JobRequest(network="caffenet128",
+    out = _hybrid(forecaster, JobRequest(network="caffenet128",
                                          deployment=store.runs()[0].deployment,
-                                         batch_size=64, iterations=5000))
-    assert out.ok and str(out.route) == "hybrid"
+                                         batch_size=64, iterations=5000, phase="train"))
+    assert str(out.route) == "hybrid"
     assert sorted(out.details["hybrid"]["ratios"]) == [32, 128, 512]
-    assert out.to_dict()["chosen"]  # why the end-to-end model it scales was chosen
+    assert out.to_dict()["chosen"]  # which end-to-end model it scales
     assert 0 < out.low < out.seconds < out.high < math.inf

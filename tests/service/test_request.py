@@ -31,7 +31,7 @@ def test_csv_row_table_row_and_flags_give_the_same_request(tmp_path):
     from_flags = JobRequest.from_mapping(dict(network="resnet50", deployment="8x V100",
                                               batch_size=256, iterations=1000))
     assert from_csv == from_table == from_flags
-    assert from_csv.phase == "train" and from_csv.precision == "fp32"
+    assert from_csv.phase == "job" and from_csv.precision == "fp32"  # the whole job
     assert from_csv.image_size is None  # the network's own input side
 
 
@@ -53,7 +53,7 @@ def test_errors_name_file_line_and_field(tmp_path):
 def test_validate_names_what_no_route_can_answer():
     with pytest.raises(JobRequestError, match="network is missing"):
         JobRequest.from_mapping({"network": None, "batch_size": 4}).validate()
-    with pytest.raises(JobRequestError, match="phase must be train or test"):
+    with pytest.raises(JobRequestError, match="phase must be job, train or test"):
         JobRequest(network="x", batch_size=4, phase="eval").validate()
     JobRequest.from_mapping({"network": "x", "batch_size": 4, "phase": "TEST"}).validate()
 

@@ -8,6 +8,9 @@ The format is read in steps, one module each:
 * :mod:`.spans` splits the records into runs and cuts each run into train and test spans
   (epochs, blocks, v0.5 marks, evals), with truncation and progress points;
 * :mod:`.repairs` collects what was mended (kinds, lines, warnings);
+* :mod:`.benchmarks` holds the MLPerf CNN benchmarks (network names, data-set sizes) and
+  reads the logged sample counts and epoch numbers against them;
+* :mod:`.jobfacts` gives a run's whole-job facts (start-up, time to train, eval, gaps);
 * :mod:`.system` finds and reads the system description beside the log (folder layout,
   ``systems/*.json``, v0.5 ``entry.json``, v0.6 non-JSON files) for deployment and
   framework; :func:`context` hands it to :func:`parse` in the ``ParseContext``.
@@ -16,21 +19,28 @@ This module turns spans into segments and a run's facts.
 
 Rules
 -----
-* ``iterations`` of a train segment = ceil(train_samples / global batch) per epoch, x
-  epochs per block. train_samples: ``train_samples`` (v0.7+),
-  ``preproc_num_train_examples`` / ``input_size`` (v0.5), else ImageNet's 1,281,167 for
-  ResNet (``train_samples_assumed``); another network without it is a ParseError.
-* ``iterations`` of a test segment = ceil(eval_samples / eval batch), the eval batch being
+* ``iterations`` of a train segment = iterations per epoch x epochs per span; of a test
+  segment, iterations per eval. Both come from the logged count read against the
+  benchmark's data set (:func:`.benchmarks.read_count`: samples, a batch count, samples per
+  accelerator, else the data set's size, each but the first a repair), so an epoch never
+  has fewer iterations than its data set allows. train_samples: ``train_samples`` (v0.7+),
+  ``preproc_num_train_examples`` / ``input_size`` (v0.5), else the benchmark's data set
+  (``train_samples_assumed``); a benchmark outside the table without it is a ParseError.
+  eval_samples: ``eval_samples`` / ``preproc_num_eval_examples`` / ``eval_size``, else
+  the data set's (ImageNet's 50,000 outside the table). The eval batch is
   ``eval_batch_size`` where logged (no real log here does), else the global batch
-  (``eval_batch_size_assumed``); eval_samples: ``eval_samples`` /
-  ``preproc_num_eval_examples`` / ``eval_size``, else ImageNet's 50,000.
+  (``eval_batch_size_assumed``). ``meta``: ``train_samples``/``eval_samples`` as read,
+  ``*_logged`` where that differs from the log, ``steps_per_epoch``, ``dataset``.
+* Epoch numbers and block counts logged in samples (UNet3D v3.1 on) are divided by the
+  samples per epoch (:func:`.benchmarks.samples_per_epoch_unit`, ``epochs_in_samples``).
 * Global batch: ``global_batch_size``; v0.5 logs the per-GPU ``input_batch_size``, so
   global = per-GPU x accelerators per node x nodes from the system description; else
   ``ctx.batch_size``; else ParseError.
 * Parameters are the latest value logged before the run's training, else the first
   logged within it.
 * Errors besides those of the records and spans: no records at all, no training record,
-  no complete train segment, no global batch size, no train_samples outside ResNet.
+  no complete train segment, no global batch size, no train_samples for a benchmark
+  whose data set the table does not know.
 * Not errors: a run without ``run_stop`` (``meta["run_stop"]`` None,
   ``meta["truncated"]`` True), as for a run killed mid-training; the irregularities that
   :mod:`.records` and :mod:`.spans` repair, each noted in ``meta["repairs"]`` and
@@ -45,17 +55,21 @@ Rules
   (``run_stop`` status: success/aborted; None where not logged, v0.5), warm-up
   (the first train segment: ``warmup_epoch``, ``first_segment_slowdown`` = its
   seconds per iteration over the median of the others), final_eval_accuracy,
-  ``train_includes_eval`` (blocks that hold an eval without ``eval_start``), ...
+  (a number; Mask R-CNN's ``{"bbox": ..., "segm": ...}``),
+  ``train_includes_eval`` (blocks that hold an eval without ``eval_start``), the whole-job
+  facts of :mod:`.jobfacts` (``init_start``, ``init_stop``, ``init_seconds``,
+  ``run_seconds``, ``train_seconds``, ``eval_seconds``, ``eval_overlap_seconds``,
+  ``gap_seconds``, ``epochs_trained``, ``evals``), ...
 * ``network``: ``submission_benchmark`` / the v0.5 benchmark token / the benchmark
-  folder, lower-case, ``resnet`` -> ``resnet50`` (MLPerf's image classification is
-  ResNet-50 v1.5). Deployment and framework come from ``ctx.system`` (see
-  :func:`system_deployment`, :func:`system_framework`).
+  folder, named for what was trained by :func:`.benchmarks.network_for` (``resnet`` ->
+  ``resnet50``, ``ssd`` -> ``ssd-resnet34`` up to v1.1 and ``retinanet-resnext50`` from
+  v2.0, ``maskrcnn`` -> ``maskrcnn-resnet50-fpn``, ``unet3d``; others lower-case).
+  Deployment and framework come from ``ctx.system`` (see :func:`system_deployment`,
+  :func:`system_framework`).
 """
 
 from __future__ import annotations
 
-import math
-import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -65,8 +79,17 @@ from fleet.deployment import Deployment
 from fleet.precision import parse_precision
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
 from ingest.parsers import Overrides, with_overrides
+from ingest.parsers.mlperf.benchmarks import (
+    BENCHMARKS,
+    count_note,
+    network_for,
+    read_count,
+    rescale_epochs,
+    samples_per_epoch_unit,
+)
 from ingest.parsers.mlperf.clock import check_clock
 from ingest.parsers.mlperf.displays import DisplayClock, PointSpan, span_points
+from ingest.parsers.mlperf.jobfacts import job_facts
 from ingest.parsers.mlperf.records import (
     SEGMENT_KEYS,
     Event,
@@ -92,6 +115,7 @@ from ingest.parsers.mlperf.spans import (
 from ingest.parsers.mlperf.system import (
     context_for,
     cpu_deployment,
+    is_system_file,
     layout_parts,
     lists_several_stacks,
     normalised,
@@ -106,8 +130,12 @@ __all__ = ["FORMAT", "LABEL", "context", "parse", "sniff", "system_deployment",
 FORMAT = "mlperf"
 LABEL = "MLPerf"
 
-IMAGENET_TRAIN_SAMPLES = 1_281_167
 IMAGENET_EVAL_SAMPLES = 50_000
+
+
+def side_file(path: Path) -> bool:
+    """A system description of the MLPerf layout (:func:`.system.is_system_file`)."""
+    return is_system_file(path)
 
 
 def context(path: Path, source: str, overrides: Overrides) -> ParseContext:
@@ -125,11 +153,10 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
         raise ParseError("no MLPerf log records (':::MLLOG', ':::MLL' or ':::MLPv0.5') found"
                          + (f" in {scan.lines} lines" if scan.lines else " (empty file)"),
                          )
-    runs = split_runs(scan.events)
+    runs = split_runs(scan.events, scan.repairs)
     if not runs:
-        last = scan.events[-1].line if scan.events else None
         raise ParseError("no training progress: no epoch, block or train_epoch record",
-                         line=last)
+                         line=scan.events[-1].line if scan.events else None)
     clock = DisplayClock.of(scan.displays, [e.time for e in scan.events])
     fixes = scan.repairs.for_lines([(r[0].line, r[-1].line) for r in runs])
     facts = _Facts.of(system, scan, ctx)
@@ -232,36 +259,54 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
         raise ParseError("no global_batch_size (or v0.5 input_batch_size) in the log: "
                          "give the global batch size", line=first_train_line)
 
-    # network
-    bench_ev = param("submission_benchmark")
-    network = _normalise_network(
-        (bench_ev.value if bench_ev is not None and isinstance(bench_ev.value, str) else None)
-        or scan.benchmark_token or ctx.folder_network)
-
-    # dataset sizes
+    # network and data set sizes (rules in .benchmarks)
     train_ev = param("train_samples", "preproc_num_train_examples", "input_size")
     eval_ev = param("eval_samples", "preproc_num_eval_examples", "eval_size")
-    if train_ev is not None:
-        train_samples = positive_int(train_ev.value, train_ev.key, train_ev.line)
-    elif network == "resnet50":
-        train_samples = IMAGENET_TRAIN_SAMPLES
-        meta["train_samples_assumed"] = True
-    else:
-        raise ParseError(f"no train_samples in a {network or 'unknown'} log (the ImageNet "
-                         "default applies to ResNet only)", line=first_train_line)
-    if eval_ev is not None:
-        eval_samples = positive_int(eval_ev.value, eval_ev.key, eval_ev.line)
-    else:
-        eval_samples = IMAGENET_EVAL_SAMPLES
-        meta["eval_samples_assumed"] = True
+    train_logged = (positive_int(train_ev.value, train_ev.key, train_ev.line)
+                    if train_ev is not None else None)
+    eval_logged = (positive_int(eval_ev.value, eval_ev.key, eval_ev.line)
+                   if eval_ev is not None else None)
+    bench_ev = param("submission_benchmark")
+    version = (system or {}).get("_mlperf_version") or (
+        facts.layout.get("version") if facts.layout else None)
+    network, bench = network_for(
+        (bench_ev.value if bench_ev is not None and isinstance(bench_ev.value, str) else None)
+        or scan.benchmark_token or ctx.folder_network, version, scan.generation, train_logged,
+        batch)
+    if train_logged is None and bench is None:
+        raise ParseError(f"no train_samples in a {network or 'unknown'} log (a data-set size "
+                         "is known for MLPerf's CNN benchmarks only: "
+                         f"{', '.join(b.network for b in BENCHMARKS)})", line=first_train_line)
     eval_bs_ev = param("eval_batch_size")
     if eval_bs_ev is not None:
         eval_batch = positive_int(eval_bs_ev.value, "eval_batch_size", eval_bs_ev.line)
     else:
         eval_batch = batch
         meta["eval_batch_size_assumed"] = True
-    steps_per_epoch = math.ceil(train_samples / batch)
-    eval_steps = math.ceil(eval_samples / eval_batch)
+    accelerators = deployment.per_node * deployment.nodes if deployment is not None else None
+    train_count = read_count(train_logged, bench.train_samples if bench else None, batch,
+                             accelerators)
+    eval_count = read_count(eval_logged, bench.eval_samples if bench else (
+        IMAGENET_EVAL_SAMPLES if eval_logged is None else None), eval_batch, accelerators)
+    for what, logged, count, ev, size_batch in (
+            ("train_samples", train_logged, train_count, train_ev, batch),
+            ("eval_samples", eval_logged, eval_count, eval_ev, eval_batch)):
+        if count.how == "assumed":
+            meta[f"{what}_assumed"] = True
+        elif logged is not None and ev is not None:
+            note = count_note(what, logged, count, size_batch, accelerators, bench)
+            if note is not None:
+                fix.add(note[0], ev.line, note[1])
+                meta[f"{what}_logged"] = logged
+    if bench is not None:
+        meta["dataset"] = bench.dataset
+    train_samples, eval_samples = train_count.samples, eval_count.samples
+    steps_per_epoch, eval_steps = train_count.steps, eval_count.steps
+    unit = samples_per_epoch_unit(
+        bench, [sp.epochs for sp in spans], [sp.epoch_start for sp in spans],
+        _optional_int(param("samples_per_epoch")), train_samples, batch)
+    if unit is not None:
+        spans, evals = rescale_epochs(spans, evals, unit, fix)
     accum_ev = param("gradient_accumulation_steps")
     if accum_ev is not None:
         meta["gradient_accumulation_steps"] = positive_int(accum_ev.value,
@@ -302,6 +347,10 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
     meta["run_start"] = start_ev.time if start_ev else None
     meta["run_stop"] = stop_ev.time if stop_ev else None
     meta["last_event_time"] = max(timed) if timed else None
+    for key, value in job_facts(run, segments, sum(sp.epochs for sp in spans),
+                                scan.resolution_s or 0.001, scan.clock_steps, fix).items():
+        if key not in ("run_start", "run_stop"):
+            meta[key] = value
     meta["status"] = stop_ev.meta.get("status") if stop_ev else None
     if stop_ev is None:
         cut.truncated = True
@@ -336,7 +385,7 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
     meta["mlperf_version"] = sys_norm.get("_mlperf_version")
     if scan.generation == "v0.5" and not meta["mlperf_version"]:
         meta["mlperf_version"] = "v0.5"
-    meta.update(_eval_facts(run, evals, spans))
+    meta.update(_eval_facts(run, evals, spans, unit or 1))
     meta.update(_warmup_facts(segments))
     if deployment is None and system:
         meta["deployment_note"] = "system description lacks accelerator name or counts"
@@ -356,11 +405,13 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
     )
 
 
-def _eval_facts(run: list[Event], evals: list[Span], spans: list[Span]) -> dict[str, object]:
+def _eval_facts(run: list[Event], evals: list[Span], spans: list[Span],
+                unit: int) -> dict[str, object]:
     accuracies = [e for e in run if e.key == "eval_accuracy"]
     epochs = [s.epoch_start for s in evals if s.epoch_start is not None]
     if len(epochs) < len(accuracies):  # evals without eval_start (Google): accuracy epochs
-        epochs = [n for n in (epoch_of(e, required=False) for e in accuracies) if n is not None]
+        epochs = [n / unit for n in (epoch_of(e, required=False) for e in accuracies)
+                  if n is not None]
     facts: dict[str, object] = {"evals": len(accuracies)}
     gaps = [b - a for a, b in zip(epochs, epochs[1:], strict=False) if b > a]
     if gaps:
@@ -368,9 +419,25 @@ def _eval_facts(run: list[Event], evals: list[Span], spans: list[Span]) -> dict[
     elif len(spans) > 1 and all(s.epochs > 1 for s in spans):
         facts["eval_every_epochs"] = statistics.median(s.epochs for s in spans)
     if accuracies:
-        facts["final_eval_accuracy"] = to_number(accuracies[-1].value, "eval_accuracy",
-                                               accuracies[-1].line)
+        facts["final_eval_accuracy"] = _accuracy(accuracies[-1])
     return facts
+
+
+def _accuracy(ev: Event) -> float | dict[str, float]:
+    """An ``eval_accuracy`` value: a number, or (Mask R-CNN) a mapping of metric names to
+    numbers, e.g. ``{"BBOX": 0.377, "SEGM": 0.339}`` -> ``{"bbox": ..., "segm": ...}``."""
+    value = ev.value
+    while isinstance(value, dict) and len(value) == 1 and isinstance(
+            next(iter(value.values())), dict):  # v0.6: {"accuracy": {"BBOX": ..., ...}}
+        value = next(iter(value.values()))
+    if isinstance(value, dict) and "value" not in value and value:
+        return {str(k).lower(): to_number(v, f"eval_accuracy {k}", ev.line)
+                for k, v in value.items()}
+    return to_number(value, "eval_accuracy", ev.line)
+
+
+def _optional_int(ev: Event | None) -> int | None:
+    return positive_int(ev.value, ev.key, ev.line) if ev is not None else None
 
 
 def _warmup_facts(segments: list[Segment]) -> dict[str, object]:
@@ -400,11 +467,3 @@ def _param(key_order: tuple[str, ...], by_key: dict[str, list[Event]], run: list
             return within
     return None
 
-
-def _normalise_network(name: str | None) -> str | None:
-    if not name:
-        return None
-    low = name.strip().lower()
-    if re.fullmatch(r"resnet(?:[-_ ]?50)?(?:[-_ ]?v1\.?5)?", low):
-        return "resnet50"
-    return low

@@ -7,6 +7,8 @@ Rules (run by the parser on a whole scan, :func:`check_clock`)
   an error (its span cannot be trusted). A mark after which the clock stays back is a host
   clock step: a ``clock_step`` repair, the line kept in ``Scan.clock_steps`` (``spans``
   drops any span across it).
+* A ``run_start`` stamped more than 5 s before the records above it, while the next mark
+  agrees with them, loses its time (``out_of_order_mark``; :func:`_early_run_starts`).
 * Any other record stamped more than 5 s outside its neighbouring marks, or more than 5 s
   before an earlier record, loses its time (``out_of_order_mark`` repair): it times nothing
   (headers that a tool wrote later, Intel, or with another clock, Dell).
@@ -22,6 +24,7 @@ def check_clock(scan: Scan) -> None:
     """The clock rules of the module doc: raise on a lone mark out of order, note clock steps
     (``scan.clock_steps``) and drop the times of records out of order with the marks."""
     events = scan.events
+    _early_run_starts(scan)
     timing = [i for i, e in enumerate(events) if e.key in TIMING_KEYS and e.time is not None]
     latest: float | None = None
     latest_line = 0
@@ -81,3 +84,27 @@ def check_clock(scan: Scan) -> None:
         ev.time = None
         scan.repairs.add("out_of_order_mark", ev.line,
                          f"{ev.key!r} is stamped {why}; its time is ignored (it times nothing)")
+
+
+def _early_run_starts(scan: Scan) -> None:
+    """A ``run_start`` stamped more than 5 s before a record above it, while the next training
+    mark agrees with that record, loses its time (``out_of_order_mark``): it times no segment,
+    only the run (Google's v0.7 tpu-v3-8192 SSD logs 1592800000000 ms, 15 h early)."""
+    events = scan.events
+    above: float | None = None  # latest time of the records so far
+    for i, ev in enumerate(events):
+        t = ev.time
+        if t is None:
+            continue
+        if ev.key == "run_start" and above is not None and t < above - BACKWARDS_TOLERANCE_S:
+            nxt = next((e.time for e in events[i + 1:] if e.key in TIMING_KEYS
+                        and e.time is not None), None)
+            if nxt is None or nxt >= above - BACKWARDS_TOLERANCE_S:
+                ev.time = None
+                scan.repairs.add("out_of_order_mark", ev.line,
+                                 f"'run_start' is stamped {above - t:.1f} s before the records "
+                                 "above it and the training mark after it; its time is "
+                                 "ignored (the run's time to train is not known)")
+                continue
+        if above is None or t > above:
+            above = t

@@ -68,7 +68,7 @@ HEADER_KEYS = frozenset({"submission_benchmark", "submission_org", "submission_d
 PARAM_KEYS = frozenset({"global_batch_size", "input_batch_size", "train_samples",
                         "preproc_num_train_examples", "input_size", "eval_samples",
                         "preproc_num_eval_examples", "eval_size", "eval_batch_size",
-                        "gradient_accumulation_steps"})
+                        "gradient_accumulation_steps", "samples_per_epoch"})
 READ_KEYS = TIMING_KEYS | HEADER_KEYS | PARAM_KEYS
 
 _KNOWN_PREFIX = re.compile(
@@ -83,6 +83,9 @@ _HALF_FLAG = re.compile(r"--(fp16|bf16)(?:=(\w+))?(?=\s|'|\"|$)")
 _KEY_AT = '"key": "'
 _READ_KEY = re.compile('"key": "(' + "|".join(sorted(READ_KEYS)) + ')"')
 _OLDER = re.compile(r":::ML(?:L |Pv)")  # a record of the two older generations
+# what the MLPerf run scripts print before the records: the reference run_and_time.sh,
+# NVIDIA's run.sub (one trial per result file), the v0.5/v0.6 cache-clear key
+_RUN_SCRIPT = re.compile(r"STARTING TIMING RUN AT |^Beginning trial \d+ of \d+|run_clear_caches")
 # a lone record at the start of its line: its time_ms text and the rest of the line after it
 _SHAPE = re.compile(r':::MLLOG \{[^\n]*?"time_ms": (-?\d+(?:\.\d+)?)(,[^\n]*)')
 _DECODE_FAST = json.JSONDecoder().raw_decode
@@ -92,14 +95,15 @@ _DECODE_SAFE = _SAFE.raw_decode
 
 def sniff(head: list[str]) -> bool:
     """True if one of the first lines holds an MLPerf log record of any generation (after
-    any prefix); else, weakly, if a line names MLPerf and no other format claims the head
-    (result files whose records start after a long shell trace)."""
+    any prefix); else, weakly, if a line names MLPerf or holds a line of the MLPerf run
+    scripts (:data:`_RUN_SCRIPT`) and no other format claims the head (result files whose
+    records start after a long shell trace or one cache-clearing line per node)."""
     weak = False
     for line in head:
         k = line.find(":::ML")
         if k >= 0 and _SNIFF.match(line, k):
             return True
-        weak = weak or "mlperf" in line.lower()
+        weak = weak or "mlperf" in line.lower() or _RUN_SCRIPT.search(line) is not None
     if not weak:
         return False
     from ingest.parsers import registered  # the registry, without importing it at load

@@ -41,6 +41,26 @@ KINDS: dict[str, str] = {
                  "counted as the epochs' training",
     "cpu_from_system": "a system without accelerators: the deployment names its host CPUs "
                        "(sockets per node x nodes) from the system description",
+    "samples_as_batches": "train_samples/eval_samples logged as a batch count (value x batch "
+                          "is the benchmark's data set): read as iterations",
+    "samples_per_accelerator": "train_samples/eval_samples logged per accelerator (value x "
+                               "accelerators is the data set): iterations from their product",
+    "dataset_size_used": "train_samples/eval_samples that is no count of the benchmark's data "
+                         "set (not its samples, batches or samples per accelerator): the data "
+                         "set's size is used",
+    "epochs_in_samples": "epoch numbers and block epoch counts logged in samples (multiples of "
+                         "the samples per epoch, past the benchmark's epoch cap): divided by "
+                         "the samples per epoch",
+    "late_block_stop": "a block_stop for a block that the next block_start already closed "
+                       "(pipelined runners log it when that block's eval ends); ignored",
+    "instant_eval": "an eval whose start and stop share one timestamp (evaluated "
+                    "asynchronously): it times nothing and gives no test segment",
+    "after_run_stop": "training records after run_stop with no new run header (the loop "
+                      "finishing its block): not a run, ignored",
+    "phase_overlap": "train and eval segments that cover more than run_start..run_stop "
+                     "(segments outside the run's marks): gap_seconds clamped to 0",
+    "phase_order": "a start-up or run mark out of order with its partner (init_start after "
+                   "run_start, run_stop before run_start): that span is not stored",
 }
 
 MAX_LINES_LISTED = 6
@@ -59,10 +79,16 @@ class Repairs:
 
     items: list[Repair] = field(default_factory=list)
 
-    def add(self, kind: str, line: int | None, detail: str) -> None:
+    def add(self, kind: str, line: int | None, detail: str) -> Repair:
         if kind not in KINDS:
             raise ValueError(f"unknown repair kind {kind!r}")
-        self.items.append(Repair(kind, line, detail))
+        rep = Repair(kind, line, detail)
+        self.items.append(rep)
+        return rep
+
+    def retract(self, rep: Repair) -> None:
+        """Take back a repair added earlier (a later record told what really happened)."""
+        self.items = [r for r in self.items if r is not rep]
 
     def extend(self, other: Repairs) -> None:
         self.items.extend(other.items)

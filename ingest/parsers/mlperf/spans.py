@@ -4,7 +4,9 @@ Rules
 -----
 * Several runs in one file (in time order): a ``run_stop`` ends a run, and so does a
   header record (``submission_*``, ``cache_clear``, ``init_*``, ``run_start``) that
-  follows training; stretches without any training are dropped (:func:`split_runs`).
+  follows training; stretches without any training are dropped (:func:`split_runs`), and
+  so are records after a ``run_stop`` that hold training but no header (the loop finishing
+  its block or epoch after the run converged: ``after_run_stop``).
 * Train spans, by what the log has:
 
   - ``epoch_start``/``epoch_stop`` (v0.6 on, most submitters): one span per epoch;
@@ -12,7 +14,10 @@ Rules
   - only ``block_start``/``block_stop`` (Google v1.0, Habana): one span per block,
     ``epoch_start`` = ``first_epoch_num``, ``epoch_end`` = ``first_epoch_num +
     epoch_count - 1`` (as logged: Google's numbering overlaps between blocks). A block
-    ends at its first ``eval_start`` if the eval runs inside it; when the eval has no
+    ends at its first ``eval_start`` if the eval runs inside it (its ``eval_stop``, the one
+    of the same epoch number, comes before the block ends); an eval still running when the
+    block ends runs beside training (pipelined TPU runners queue the eval of the block's
+    result at its start) and the block ends at its own end. When the eval has no
     ``eval_start`` (Google), the block includes the eval (:func:`block_spans` says so).
   - v0.5 ``train_epoch: N`` marks (start of epoch N, no stop): the epoch ends at the
     next ``train_epoch``/``eval_*``/``run_stop``/``run_final`` record. Marks sharing one
@@ -38,8 +43,15 @@ Rules
     when it repeats the open block's ``first_epoch_num`` (MindSpore logs one per epoch), its
     epochs are numbered on from the closed block.
   - ``mismatched_block_stop``: a ``block_stop`` numbered first + count (the next block's
-    first epoch, SIAT) closes the open block. Any other number is an error.
+    first epoch, SIAT) or first + count - 1 (the block's last epoch, NVIDIA's UNet3D)
+    closes the open block. Any other number is an error, except:
+  - ``late_block_stop``: a ``block_stop`` numbered as a block that a ``block_start``
+    already closed (``unclosed_block`` above) is that block's late stop (pipelined runners
+    log it when the block's eval ends; threads logging in one millisecond): ignored, and
+    the block's ``unclosed_block`` note is taken back.
   - ``unclosed_eval``: an ``eval_start`` while an eval is open drops the open eval.
+  - ``instant_eval``: an eval whose start and stop share one timestamp (logged when an
+    asynchronous eval's result arrived, NVIDIA's v0.7 SSD) times nothing: no test span.
   - ``duplicate_mark``: a stop with nothing open is ignored.
   - ``clock_step``: a span whose lines hold a clock step (``records.check_clock``) is
     dropped (:func:`drop_stepped`).
@@ -67,7 +79,7 @@ from ingest.parsers.mlperf.records import (
     positive_int,
     to_number,
 )
-from ingest.parsers.mlperf.repairs import Repairs
+from ingest.parsers.mlperf.repairs import Repair, Repairs
 
 SAME_MARK_S = 0.001  # v0.5 train_epoch marks this close share one timestamp
 
@@ -92,20 +104,37 @@ class Span:
     end_index: int = 0
 
 
-def split_runs(events: list[Event]) -> list[list[Event]]:
-    """A ``run_stop`` ends a run; a header record after training starts a new one."""
+def split_runs(events: list[Event], fix: Repairs | None = None) -> list[list[Event]]:
+    """A ``run_stop`` ends a run; a header record after training starts a new one. Records
+    after a ``run_stop`` that hold training but no header are no run (``after_run_stop``,
+    noted at the ``run_stop`` in ``fix``)."""
     runs: list[list[Event]] = [[]]
+    stops: list[Event | None] = [None]  # the run_stop each stretch follows
     trained = False
     for ev in events:
         if trained and ev.key in HEADER_KEYS:
             runs.append([])
+            stops.append(None)
             trained = False
         runs[-1].append(ev)
         trained = trained or ev.key in SEGMENT_KEYS
         if ev.key == "run_stop":
             runs.append([])
+            stops.append(ev)
             trained = False
-    return [r for r in runs if any(e.key in SEGMENT_KEYS for e in r)]
+    kept = []
+    for run, stop in zip(runs, stops, strict=True):
+        if not any(e.key in SEGMENT_KEYS for e in run):
+            continue
+        if stop is not None and not any(e.key in HEADER_KEYS for e in run):
+            if fix is not None:
+                keys = sorted({e.key for e in run})
+                fix.add("after_run_stop", stop.line,
+                        f"{len(run)} records after run_stop (lines {run[0].line}-"
+                        f"{run[-1].line}: {', '.join(keys)}) with no new run header: ignored")
+            continue
+        kept.append(run)
+    return kept
 
 
 @dataclass
@@ -194,11 +223,14 @@ def block_spans(run: list[Event], cut: Truncation, fix: Repairs) -> tuple[list[S
     first = logged = 0.0  # the open block's first epoch: as numbered here / as logged
     count: int | None = None
     eval_start: Event | None = None
+    eval_open = False  # the block's eval_start has no eval_stop yet
     saw_accuracy = False
+    early: dict[float, tuple[Repair, int, float]] = {}  # logged first -> closed at a start
 
     def close(at: Event) -> None:
         nonlocal includes_eval
-        end = eval_start if eval_start is not None else at
+        beside = eval_open  # still running at the block's end: pipelined, not inside it
+        end = eval_start if eval_start is not None and not beside else at
         if eval_start is None and saw_accuracy:
             includes_eval = True
         spans.append(_timed_span("train", open_ev, end, count, first,  # type: ignore[arg-type]
@@ -223,32 +255,39 @@ def block_spans(run: list[Event], cut: Truncation, fix: Repairs) -> tuple[list[S
                 if new_logged == logged:
                     new_first = first + count
                     note = f"; its epochs numbered from {new_first:g}"
-                fix.add("unclosed_block", open_ev.line,
-                        f"block from epoch {first:g} has no block_stop: closed at the "
-                        f"block_start of line {ev.line}{note}")
+                early[logged] = (fix.add(
+                    "unclosed_block", open_ev.line,
+                    f"block from epoch {first:g} has no block_stop: closed at the "
+                    f"block_start of line {ev.line}{note}"), ev.line, first)
             first, logged, count = new_first, new_logged, new_count
-            open_ev, eval_start, saw_accuracy = ev, None, False
+            open_ev, eval_start, saw_accuracy, eval_open = ev, None, False, False
         elif open_ev is not None and ev.key == "eval_start" and eval_start is None:
-            eval_start = ev
+            eval_start, eval_open = ev, True
+        elif ev.key == "eval_stop" and eval_open:
+            eval_open = not _same_eval(eval_start, ev)  # type: ignore[arg-type]
         elif open_ev is not None and ev.key == "eval_accuracy":
             saw_accuracy = True
         elif ev.key == "block_stop":
+            stop_first = (to_number(ev.meta["first_epoch_num"], "block_stop first_epoch_num",
+                                    ev.line) if "first_epoch_num" in ev.meta else None)
+            if stop_first is not None and stop_first != logged and stop_first in early:
+                _late_stop(ev, stop_first, early.pop(stop_first), fix)
+                continue
             if open_ev is None:
                 fix.add("duplicate_mark", ev.line, "block_stop with no open block_start: "
                         "ignored")
                 continue
-            if "first_epoch_num" in ev.meta:
-                stop_first = to_number(ev.meta["first_epoch_num"], "block_stop first_epoch_num",
-                                       ev.line)
-                if stop_first != logged:
-                    if count is None or stop_first != logged + count:
-                        raise ParseError(f"block_stop for epoch {stop_first:g} does not match "
-                                         f"the open block from epoch {logged:g} (line "
-                                         f"{open_ev.line})", line=ev.line)
-                    fix.add("mismatched_block_stop", ev.line,
-                            f"block_stop for epoch {stop_first:g} closes the open block of "
-                            f"epochs {logged:g}..{logged + count - 1:g} (line {open_ev.line}): "
-                            "stops numbered with the next block's first epoch")
+            if stop_first is not None and stop_first != logged:
+                if count is None or stop_first not in (logged + count, logged + count - 1):
+                    raise ParseError(f"block_stop for epoch {stop_first:g} does not match "
+                                     f"the open block from epoch {logged:g} (line "
+                                     f"{open_ev.line})", line=ev.line)
+                how = ("the next block's first epoch" if stop_first == logged + count
+                       else "the block's last epoch")
+                fix.add("mismatched_block_stop", ev.line,
+                        f"block_stop for epoch {stop_first:g} closes the open block of "
+                        f"epochs {logged:g}..{logged + count - 1:g} (line {open_ev.line}): "
+                        f"stops numbered with {how}")
             if count is None:
                 raw_count = ev.meta.get("epoch_count")
                 if raw_count is None:
@@ -263,6 +302,24 @@ def block_spans(run: list[Event], cut: Truncation, fix: Repairs) -> tuple[list[S
     if open_ev is not None:
         cut.truncated = True
     return spans, includes_eval
+
+
+def _same_eval(start: Event, stop: Event) -> bool:
+    """Whether ``stop`` ends the eval ``start`` began (same epoch number where both have
+    one: a pipelined runner's eval_stop may be the previous block's)."""
+    a, b = epoch_of(start, required=False), epoch_of(stop, required=False)
+    return a is None or b is None or a == b
+
+
+def _late_stop(ev: Event, stop_first: float, early: tuple[Repair, int, float],
+               fix: Repairs) -> None:
+    """A block_stop for a block the next block_start closed: the ``unclosed_block`` repair
+    noted then becomes a ``late_block_stop`` (pipelined runners, Google TPU v0.6-v0.7)."""
+    rep, closed_at, first = early
+    fix.retract(rep)
+    fix.add("late_block_stop", ev.line,
+            f"block_stop for the block from epoch {first:g} (line {rep.line}) comes after the "
+            f"next block_start (line {closed_at}), which closed it: ignored")
 
 
 def mark_spans(run: list[Event], cut: Truncation) -> list[Span]:
@@ -316,7 +373,13 @@ def eval_spans(run: list[Event], cut: Truncation, fix: Repairs) -> list[Span]:
                 continue
             if num is None and ev.key == "eval_stop":
                 num = epoch_of(ev, required=False)
-            spans.append(_timed_span("test", open_ev, ev, 1, num, num, cut))
+            span = _timed_span("test", open_ev, ev, 1, num, num, cut)
+            if span.end > span.start:
+                spans.append(span)
+            else:
+                fix.add("instant_eval", open_ev.line,
+                        f"eval_start and {ev.key} (line {ev.line}) share one timestamp: the "
+                        "eval ran asynchronously and times nothing (no test segment)")
             open_ev = None
     if open_ev is not None:
         cut.truncated = True

@@ -70,6 +70,14 @@ def layout_parts(log: Path) -> dict[str, str] | None:
     return found
 
 
+def is_system_file(path: Path) -> bool:
+    """A system description of the layout (``<submitter>/systems/<system>.json``, v0.5's
+    ``results/<system>/entry.json``): read beside a log, never a log itself."""
+    return path.suffix.lower() == ".json" and (
+        path.parent.name == "systems"
+        or (path.name == "entry.json" and path.parent.parent.name == "results"))
+
+
 def system_file_for(log: Path) -> Path | None:
     """The system description of a log in the MLPerf layout, if it exists."""
     parts = layout_parts(log)

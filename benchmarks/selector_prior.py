@@ -1,0 +1,78 @@
+"""Build the shipped selector prior (``models/data/selector_prior.json``) from a backtest of
+the reference corpora, and print what each candidate kind scored.
+
+The corpora (issue 22: fit and tune on ``../shared`` and MLPerf ResNet v0.5-v4.0, which the
+workplace mirrors hold): ingest them into one store first, e.g.
+
+    S=sqlite:////tmp/prior.db
+    .venv/bin/jobcast ingest /work/corpora/mlperf ../shared/data/logs ../shared/data/lambda \
+        --store $S --workers 2
+    nice .venv/bin/python benchmarks/selector_prior.py --store $S \
+        [--rows /tmp/rows.csv] [--out models/data/selector_prior.json]
+
+The backtest is ``jobcast.service.backtest`` with every system and history sizes 1, 2 and 3
+(about 10 minutes on two quiet cores for the 2,600 runs of those corpora). ``--rows`` reuses
+a backtest already written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+from ingest.store import Store  # noqa: E402
+from jobcast.service.backtest import backtest, fit_selector  # noqa: E402
+from jobcast.service.fitting import _json_safe  # noqa: E402
+from models.dataset import collect_points  # noqa: E402
+from models.history import run_table  # noqa: E402
+from models.selector import PRIOR_PATH, RELATION_FIELDS  # noqa: E402
+
+
+def summary(rows: pd.DataFrame) -> pd.DataFrame:
+    ape = 100 * np.abs(np.expm1(-rows["error"]))
+    return (rows.assign(ape=ape).groupby(["kind", "system", "batch"])["ape"]
+            .agg(forecasts="size", mape="mean", median="median").reset_index())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", required=False)
+    ap.add_argument("--rows", type=Path, default=None, help="backtest rows CSV (read if it "
+                    "exists, else written)")
+    ap.add_argument("--out", type=Path, default=PRIOR_PATH)
+    args = ap.parse_args()
+    if args.rows and args.rows.exists():
+        rows = pd.read_csv(args.rows, keep_default_na=False, na_values=[""])
+    else:
+        if not args.store:
+            ap.error("give --store (or --rows with an existing backtest)")
+        store = Store(args.store)
+        started = time.perf_counter()
+        points, _ = collect_points(store)
+        rows = backtest(points, run_table(store),
+                        progress=lambda d, t: print(f"\r{d}/{t} systems", end="", flush=True))
+        print(f"\nbacktest: {len(rows)} candidate forecasts in "
+              f"{time.perf_counter() - started:.0f} s")
+        if args.rows:
+            rows.to_csv(args.rows, index=False)
+    for col in RELATION_FIELDS:
+        rows[col] = rows[col].fillna("").astype(str)
+    selector = fit_selector(rows)
+    args.out.write_text(json.dumps(_json_safe(selector.to_dict()), separators=(",", ":")))
+    print(f"selector prior: {selector.n_} errors, {sum(len(c) for c in selector.cells_.values())}"
+          f" cells -> {args.out}")
+    print(summary(rows).to_markdown(index=False, floatfmt=".2f"))
+
+
+if __name__ == "__main__":
+    main()

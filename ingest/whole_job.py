@@ -1,0 +1,335 @@
+"""Whole-job runs: a scheduler's record of one job (start, end, state, GPUs), no per-step data.
+
+Slurm accounting (:mod:`ingest.parsers.slurm`) and Kubernetes through Prometheus
+(:mod:`ingest.prometheus.kubernetes`) know when a job started and ended, how it ended and
+what it ran on, but not its steps. Such a job is stored as a run **without segments**, so the
+per-step models never see it; everything it knows sits in ``meta["whole_job"]``.
+
+Rules
+-----
+* ``meta["whole_job"]``: ``scheduler`` (``slurm``, ``kubernetes``), ``job_id``, ``name`` (as
+  the scheduler has it), ``key`` (the identity for history, see below), ``state`` (one of
+  :data:`STATES`), ``seconds`` (wall time, start to end; for a running job the time so far),
+  ``submit``/``start``/``end`` (unix seconds or None), ``gpus`` (in all), ``gpu_type`` (as the
+  site names it, or None), ``nodes``, and where known ``node_list``, ``array_job``,
+  ``array_task``, ``submit_line`` (cut to :data:`MAX_TEXT` characters), ``cluster``,
+  ``namespace``, ``pods``.
+* Only ``completed`` jobs are finished (:func:`finished`); failed, cancelled, timed-out,
+  preempted (and every other state) are stored with their state and never fitted as if they
+  had finished.
+* Identity: a job's ``key`` is its name, lower-cased with runs of blanks as one, unless a
+  ``--job-key`` rule says otherwise (:func:`job_key`): ``REGEX`` or ``name:REGEX`` searched in
+  the name, ``submit:REGEX`` in the submit line; the key is the named group ``key``, else the
+  first group, else the whole match; no match keeps the name. ``meta["system"]`` is the key,
+  so per-step runs ingested with ``--system KEY`` are the same job's history.
+* The run's ``network`` is ``--network`` where given, else the key (the scheduler does not
+  know the network); its ``batch_size`` is ``--batch-size`` or 0 (unknown); its deployment
+  the GPU model by the fleet catalog's name (:func:`gpu_deployment`); where the site names no
+  GPU type, ``meta["deployment_key"]`` is ``gpu-x<n>`` (``--deployment`` names it); a job
+  without GPUs runs on ``cpu``.
+* Checks before storing (:func:`check_whole_job`, called by ``ingest.pipeline.check_run``):
+  a known state, seconds finite in [0, :data:`MAX_JOB_SECONDS`] (above 0 when finished),
+  plausible times with end >= start, whole counts in range, names as the store's columns
+  allow, a trace of at most :data:`MAX_TRACE_POINTS` finite points per series.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fleet.catalog import UnknownGpuError, resolve_gpu
+from fleet.deployment import Deployment
+from ingest.events import ParsedRun, ParseError
+
+if TYPE_CHECKING:
+    from ingest.store import Store
+
+STATES = ("completed", "failed", "cancelled", "timeout", "preempted", "node_fail",
+          "out_of_memory", "boot_fail", "deadline", "requeued", "revoked", "suspended",
+          "running", "pending", "lost")
+FINISHED = "completed"
+MAX_JOB_SECONDS = 366 * 86400.0
+MAX_TRACE_POINTS = 240
+MAX_TEXT = 500
+MAX_GPUS = 1_000_000
+KEY_CHARS = 128
+_KEY = re.compile(r"[a-z0-9-]+-x\d+(?:-n\d+)?")
+
+
+def finished(meta: dict) -> bool:
+    """Whether a whole-job record (``meta["whole_job"]``) is a job that completed."""
+    return isinstance(meta, dict) and meta.get("state") == FINISHED
+
+
+def normal_key(text: str) -> str:
+    """A job identity: lower case, runs of blanks as one, ends stripped."""
+    return " ".join(str(text).split()).lower()
+
+
+@dataclass(frozen=True)
+class KeyRule:
+    """A ``--job-key`` rule: a regular expression searched in the name or the submit line."""
+
+    field: str
+    pattern: re.Pattern
+
+    @classmethod
+    def parse(cls, text: str) -> KeyRule:
+        """``REGEX``, ``name:REGEX`` or ``submit:REGEX``; ValueError on a bad expression."""
+        field, _, rest = text.partition(":")
+        if field in ("name", "submit") and rest:
+            expression = rest
+        else:
+            field, expression = "name", text
+        try:
+            return cls(field, re.compile(expression))
+        except re.error as exc:
+            raise ValueError(f"--job-key {text!r}: not a regular expression ({exc})") from None
+
+
+def job_key(name: str, submit_line: str | None = None, rule: str | KeyRule | None = None) -> str:
+    """The identity of a job for history (module doc): the rule's match, else the name."""
+    if rule:
+        rule = rule if isinstance(rule, KeyRule) else KeyRule.parse(rule)
+        text = name if rule.field == "name" else (submit_line or "")
+        m = rule.pattern.search(text)
+        if m:
+            groups = m.groupdict()
+            found = groups.get("key") if "key" in groups else (m.group(1) if m.groups()
+                                                                else m.group(0))
+            if found and found.strip():
+                return normal_key(found)
+    return normal_key(name)
+
+
+def apply_job_key(run: ParsedRun, rule: str | KeyRule) -> None:
+    """Re-key a whole-job run with ``rule`` (its ``key``, ``system`` and, unless named by
+    ``--network``, its network)."""
+    record = run.meta.get("whole_job")
+    if not isinstance(record, dict):
+        return
+    old = record.get("key")
+    key = job_key(str(record.get("name") or ""), record.get("submit_line"), rule)
+    record["key"] = key
+    if run.meta.get("system") == old:
+        run.meta["system"] = key
+    if run.network == old:
+        run.network = key
+
+
+def deployment_identity(text: str) -> str:
+    """A deployment key by the fleet catalog's GPU name (``8x A100 80GB``, ``8x NVIDIA
+    A100-SXM4-80GB`` and ``nvidia-a100-sxm4-80gb-x8`` are one), else the key as written."""
+    text = str(text).strip()
+    try:
+        dep = Deployment.parse(text)
+    except ValueError:
+        return text
+    try:
+        name = resolve_gpu(dep.accelerator).name
+    except UnknownGpuError:
+        return text if _KEY.fullmatch(text) else (dep.key if dep.slug else text)
+    return Deployment(name, dep.per_node, dep.nodes).key
+
+
+def gpu_deployment(gpus: int, nodes: int, gpu_type: str | None
+                   ) -> tuple[Deployment | None, str | None, list[str]]:
+    """(deployment, deployment key when there is no deployment, notes) of a job.
+
+    The GPU model by the catalog's name where it knows the site's type; a type it does not
+    know is kept as the site names it; no type: no deployment and key ``gpu-x<n>``; no GPUs:
+    ``cpu``. GPUs not evenly spread over the nodes count as one node's.
+    """
+    notes: list[str] = []
+    nodes = max(1, int(nodes or 1))
+    if gpus <= 0:
+        return Deployment("cpu", 1, nodes), None, notes
+    if gpus % nodes:
+        notes.append(f"{gpus} GPUs do not spread evenly over {nodes} nodes; stored as one "
+                     "node's")
+        per_node, nodes = gpus, 1
+    else:
+        per_node = gpus // nodes
+    if not gpu_type:
+        key = f"gpu-x{per_node}" + (f"-n{nodes}" if nodes > 1 else "")
+        notes.append(f"the site names no GPU type: stored under {key}; pass --deployment "
+                     "to name the GPU model")
+        return None, key, notes
+    try:
+        name = resolve_gpu(gpu_type).name
+    except UnknownGpuError:
+        name = gpu_type
+        notes.append(f"GPU type {gpu_type!r} is not in the fleet catalog; kept as named")
+    return Deployment(name, per_node, nodes), None, notes
+
+
+def whole_job_run(fmt: str, record: dict, *, deployment: Deployment | None,
+                  deployment_key: str | None = None, notes: list[str] | None = None,
+                  trace: dict | None = None) -> ParsedRun:
+    """A segment-less run of one scheduler job (``record`` is ``meta["whole_job"]``)."""
+    meta: dict[str, object] = {"whole_job": record, "system": record["key"]}
+    if deployment_key:
+        meta["deployment_key"] = deployment_key
+    if notes:
+        meta["warnings"] = list(notes)
+    if trace:
+        meta["trace"] = trace
+    return ParsedRun(format=fmt, network=record["key"], deployment=deployment, batch_size=0,
+                     start_time=record.get("start"), segments=[], meta=meta)
+
+
+def _finite(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _time_ok(value: object) -> bool:
+    from ingest.validate import plausible_time
+
+    return value is None or plausible_time(value)
+
+
+def _name_ok(value: object) -> bool:
+    text = str(value or "")
+    return 0 < len(text) <= KEY_CHARS and not re.search(r"[\x00-\x1f\x7f]", text)
+
+
+def whole_job_problem(run: ParsedRun) -> str | None:
+    """Why a whole-job run cannot be stored (rules in the module doc), or None."""
+    record = run.meta.get("whole_job")
+    if not isinstance(record, dict):
+        return "no whole-job record"
+    state, seconds = record.get("state"), record.get("seconds")
+    if state not in STATES:
+        return f"unknown job state {state!r}"
+    if not _finite(seconds) or not 0 <= seconds <= MAX_JOB_SECONDS:
+        return f"wall time {seconds!r} s (want 0 .. {MAX_JOB_SECONDS / 86400:.0f} days)"
+    if state == FINISHED and seconds <= 0:
+        return "a completed job with no wall time"
+    for name in ("submit", "start", "end"):
+        if not _time_ok(record.get(name)):
+            return f"{name} time {record.get(name)!r} (want unix seconds in 1990 .. 2100)"
+    start, end = record.get("start"), record.get("end")
+    if start is not None and end is not None and end < start:
+        return f"ends ({end}) before it starts ({start})"
+    for name, high in (("gpus", MAX_GPUS), ("nodes", 1_000_000)):
+        value = record.get(name)
+        if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high):
+            return f"{name} = {value!r} (want a whole number 0 .. {high:,})"
+    if not _name_ok(record.get("key")):
+        return f"job key {str(record.get('key'))[:40]!r} is empty, too long or not text"
+    if not _name_ok(run.network):
+        return f"network {str(run.network)[:40]!r} is empty, too long or not text"
+    if run.deployment is None and not _name_ok(run.meta.get("deployment_key")):
+        return "no deployment; pass --deployment"
+    if run.deployment is not None and not _name_ok(run.deployment.accelerator):
+        return f"accelerator {str(run.deployment.accelerator)[:40]!r} is not a usable name"
+    return trace_problem(run.meta.get("trace"))
+
+
+def trace_problem(trace: object) -> str | None:
+    """Why a stored trace is not bounded and finite, or None."""
+    if trace is None:
+        return None
+    if not isinstance(trace, dict):
+        return "trace is not a mapping"
+    series = trace.get("series") or {}
+    if not isinstance(series, dict):
+        return "trace series is not a mapping"
+    for name, values in series.items():
+        if not isinstance(values, list) or len(values) > MAX_TRACE_POINTS + 1:
+            return f"trace series {name!r} holds more than {MAX_TRACE_POINTS} points"
+        if any(v is not None and not _finite(v) for v in values):
+            return f"trace series {name!r} holds a value that is not a finite number"
+    summary = trace.get("summary") or {}
+    if any(v is not None and not _finite(v) for v in summary.values()):
+        return "trace summary holds a value that is not a finite number"
+    return None
+
+
+def check_whole_job(run: ParsedRun, index: int) -> None:
+    """Raise :class:`ParseError` naming the run when it cannot be stored."""
+    why = whole_job_problem(run)
+    if why:
+        raise ParseError(f"run {index + 1}: {why}", line=run.first_line)
+
+
+# -- read back -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WholeJobRun:
+    """A stored whole-job run as the whole-job model reads it."""
+
+    run_id: int
+    source: str
+    key: str
+    deployment: str
+    state: str
+    seconds: float
+    start: float | None
+    end: float | None
+    gpus: int
+    accelerator: str | None
+    name: str
+    job_id: str
+    trace: dict | None = None
+    ident: str = ""  # the scheduler's own identity of the job (cluster and id)
+
+    @property
+    def finished(self) -> bool:
+        return self.state == FINISHED
+
+    @property
+    def when(self) -> float | None:
+        """The job's time on the history's axis: its start, else its end."""
+        return self.start if self.start is not None else self.end
+
+
+def whole_job_runs(store: Store, key: str | None = None) -> list[WholeJobRun]:
+    """Every whole-job run in ``store`` (of one ``key`` if given), oldest first."""
+    out = []
+    wanted = normal_key(key) if key else None
+    for run in store.runs():
+        record = run.meta.get("whole_job") if isinstance(run.meta, dict) else None
+        if not isinstance(record, dict):
+            continue
+        run_key = normal_key(run.meta.get("system") or record.get("key") or run.network)
+        if wanted and run_key != wanted:
+            continue
+        out.append(WholeJobRun(
+            run_id=run.id, source=run.source, key=run_key, deployment=run.deployment,
+            state=str(record.get("state")), seconds=float(record.get("seconds") or 0.0),
+            start=record.get("start"), end=record.get("end"),
+            gpus=int(record.get("gpus") or 0),
+            accelerator=_accelerator_of(run.deployment), name=str(record.get("name") or ""),
+            job_id=str(record.get("job_id") or ""), trace=run.meta.get("trace"),
+            ident=(run.source.split("#", 1)[0] + "#" if record.get("scheduler") == "kubernetes"
+                   else f"slurm:{record.get('cluster') or ''}:") + str(record.get("job_id"))))
+    return _latest_records(out)
+
+
+_RANK = {FINISHED: 3, "running": 0, "pending": 0, "suspended": 0}
+
+
+def _latest_records(runs: list[WholeJobRun]) -> list[WholeJobRun]:
+    """One record per scheduler job (overlapping sacct dumps store a job more than once):
+    an ended state over a running one, then the newest ingest; oldest job first."""
+    best: dict[str, WholeJobRun] = {}
+    for r in runs:
+        ident = r.ident or f"run-{r.run_id}"
+        old = best.get(ident)
+        rank = (_RANK.get(r.state, 2), r.run_id)
+        if old is None or rank > (_RANK.get(old.state, 2), old.run_id):
+            best[ident] = r
+    return sorted(best.values(), key=lambda r: (r.when is None, r.when or 0.0, r.run_id))
+
+
+def _accelerator_of(key: str) -> str | None:
+    try:
+        return Deployment.parse(key).accelerator
+    except ValueError:
+        return None

@@ -1,0 +1,202 @@
+"""Candidate answers: what every route proposes for a request, and how it relates to it.
+
+A route (``jobcast.service.routes``, ``rates``, ``hybrid``) turns a request into zero or more
+:class:`Candidate` answers; the forecaster (``jobcast.service.forecaster``) asks every route in
+the registry's order and keeps the candidate the backtest selector (``models.selector``)
+expects to be nearest. A candidate is a :class:`~jobcast.service.forecast.Forecast` of the
+asked target plus its :class:`~models.selector.Relation` to the request, its own scale (90 %
+log half-width) and a one-line reason.
+
+Rules
+-----
+* **The ask** (:class:`Ask`, one per request): the target (``job``: the whole run, ``train`` or
+  ``test``), the phase the phase models answer (``train`` for a job), the request's
+  deployment as the store keys it and the stored keys that answer it (exact first, else the
+  GPU family's: :func:`matching_keys`), the asked variant, the named system (whitespace
+  collapsed; ``""`` for none) and the phase iterations.
+* **Whole job** (target ``job``): a candidate's training forecast is scaled by the wall time
+  per training second of the runs behind it (:func:`models.history.phase_shares`: evaluation
+  and the gaps between phases), and its phases are set beside it (``details["phases"]``:
+  ``train``, ``test``, ``gaps``, and ``init`` before the run where the logs state it).
+  A request that gives its evaluations (``eval_every`` and ``eval_size``) prices them with the
+  test-phase forecast instead of the history's share. A candidate without runs behind it
+  (layerwise) forecasts training only and says so.
+* Names: the candidate kinds are :data:`KINDS`, in the registry's order; the fallback
+  expected errors (:data:`FALLBACK_ERROR`) rank kinds when no backtest knows them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import pandas as pd
+
+from fleet.deployment import family_matches, normalise_deployment
+from jobcast.service.forecast import Forecast, Route
+from jobcast.service.request import JobRequest
+from models.history import phase_shares
+from models.selector import Relation, age_bucket
+from models.variant import request_variant
+
+# Candidate kinds, in the registry's order (ties go to the earlier).
+KINDS: tuple[str, ...] = ("own-rate", "own-model", "whole-job", "fleet-rate", "pooled-model",
+                          "hybrid", "scaled-count", "layerwise-calibrated", "layerwise")
+# Expected |log error| of a kind no backtest cell knows (a rank, not a promise); history at
+# another batch size than asked ranks below the hybrid and calibrated layerwise answers that
+# know how time scales with the batch (docs/batch-hybrid.md): :func:`fallback_error`.
+FALLBACK_ERROR: dict[str, float] = {
+    "own-rate": 0.01, "own-model": 0.012, "whole-job": 0.03, "fleet-rate": 0.04,
+    "pooled-model": 0.05,
+    "hybrid": 0.12, "scaled-count": 0.15, "layerwise-calibrated": 0.2, "layerwise": 0.3}
+OFF_BATCH_ERROR = 0.25
+HISTORY_KINDS = ("own-rate", "own-model", "fleet-rate", "pooled-model")
+
+
+ONE_RUN_RATE_PENALTY = 0.02  # a rate read off a single run ranks below a model shrunk by evidence
+
+
+def fallback_error(relation: Relation) -> float:
+    """The fallback rank of a candidate (see :data:`FALLBACK_ERROR`)."""
+    if relation.kind in HISTORY_KINDS and relation.batch == "other":
+        return OFF_BATCH_ERROR
+    extra = ONE_RUN_RATE_PENALTY if relation.kind.endswith("-rate") and relation.runs == "1" \
+        else 0.0
+    return FALLBACK_ERROR.get(relation.kind, 1.0) + extra
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A request resolved once against the history (see the module rules)."""
+
+    req: JobRequest
+    target: str  # job | train | test
+    phase: str  # the phase models answer: train (also for a job) or test
+    deployment: str | None  # the request's deployment as a store key
+    keys: tuple[tuple[str, str], ...]  # (stored key, how it matched), exact first
+    variant: dict[str, str]
+    system: str  # "" when none is named
+    iterations: int | None  # steps of ``phase``
+    now: float = 0.0  # when the forecast is made (unix s): ages the history
+
+    @classmethod
+    def of(cls, req: JobRequest, stored_keys: Iterable[str], now: float | None = None) -> Ask:
+        target = req.phase
+        phase = "test" if target == "test" else "train"
+        deployment = normalise_deployment(req.deployment) if req.deployment else None
+        keys = tuple(matching_keys(deployment, stored_keys)) if deployment else ()
+        variant = request_variant(req.precision if req.states_precision() else None, req.tags)
+        system = " ".join(req.system.split()) if req.system else ""
+        return cls(req, target, phase, deployment, keys, variant, system, phase_steps(req),
+                   time.time() if now is None else float(now))
+
+    def age(self, newest: float | None) -> str:
+        """The ``age`` relation of history whose newest run started at ``newest``."""
+        return age_bucket(newest, self.now)
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.keys)
+
+    def how(self, key: str) -> str:
+        """How ``key`` matched: ``exact`` or a family note."""
+        return dict(self.keys).get(key, "exact")
+
+    def gpu_relation(self, key: str) -> str:
+        return "exact" if self.how(key) == "exact" else "family"
+
+
+def matching_keys(asked: str, stored: Iterable[str]) -> list[tuple[str, str]]:
+    """Stored deployment keys that answer ``asked``: exact, else its GPU family's members of
+    the same count (:func:`fleet.deployment.family_matches`), with how each matched."""
+    try:
+        return [(m.key, m.how) for m in family_matches(asked, stored)]
+    except ValueError:
+        return []
+
+
+def phase_steps(req: JobRequest) -> int | None:
+    """Steps of the asked phase: iterations, else epochs x ceil(dataset / batch) for training
+    (also for a whole job), else evaluation passes x ceil(eval size / batch) for ``test``."""
+    if req.iterations is not None:
+        return int(req.iterations)
+    if not (req.epochs and req.dataset_size and req.batch_size):
+        return None
+    if req.phase == "test":
+        if not (req.eval_every and req.eval_size):
+            return None
+        passes = math.floor(req.epochs / req.eval_every + 1e-9)
+        return int(passes * math.ceil(req.eval_size / req.batch_size))
+    return int(math.ceil(req.epochs * math.ceil(req.dataset_size / req.batch_size)))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One proposed answer: the forecast, how it relates to the request, its own scale (90 %
+    log half-width) and why it is what it is."""
+
+    forecast: Forecast
+    relation: Relation
+    scale: float
+    reason: str
+    runs: tuple[int, ...] = field(default=(), repr=False)  # run ids behind it, for shares
+
+    @property
+    def kind(self) -> str:
+        return self.relation.kind
+
+
+class Proposer(Protocol):
+    """A route of the registry: ``propose`` answers zero or more candidates; ``kinds`` are
+    the candidate kinds it can give; a ``costly`` route (one that prices layers) is skipped
+    when none of its kinds can beat what the forecaster already has."""
+
+    name: Route
+    kinds: tuple[str, ...]
+    costly: bool
+
+    def propose(self, ask: Ask) -> list[Candidate]: ...
+
+
+def own_scale(seconds: float, low: float, high: float) -> float:
+    """A forecast's own 90 % log half-width (the larger side)."""
+    if not (seconds > 0 and low > 0 and high > 0):
+        return math.nan
+    return max(math.log(high / seconds), math.log(seconds / low))
+
+
+def to_job(cand: Candidate, ask: Ask, runs: pd.DataFrame, test: Forecast | None = None
+           ) -> Candidate:
+    """A training candidate made a whole-job candidate (module rules); ``runs`` are the run
+    summaries behind it, ``test`` the priced evaluations where the request gives them."""
+    f = cand.forecast
+    shares = phase_shares(runs)
+    train = f.seconds
+    if test is not None:
+        evals, note = test.seconds, "evaluations priced by the test-phase forecast"
+    elif runs.empty:
+        evals, note = 0.0, "no runs behind this answer: training only, no evaluation or gaps"
+    else:
+        evals, note = train * shares["test"], f"evaluation and gaps as in its {len(runs)} runs"
+    gaps = 0.0 if runs.empty else train * shares["gaps"]
+    total = train + evals + gaps
+    factor = total / train if train > 0 else 1.0
+    phases: dict[str, Any] = {"train": train, "test": evals, "gaps": gaps}
+    if math.isfinite(shares["init"]):
+        phases["init"] = shares["init"]
+    details = {**f.details, "phases": phases, "whole_job": note,
+               "wall_with_init": total + phases.get("init", 0.0)}
+    scaled = replace(f, seconds=total, low=f.low * factor, high=f.high * factor,
+                     details=details)
+    return replace(cand, forecast=scaled, relation=replace(cand.relation, target="job"))
+
+
+def newest_first(groups: Sequence[tuple[str, float]]) -> dict[str, str]:
+    """``{group: "newest" | "older"}`` for (group, last run time) pairs."""
+    if not groups:
+        return {}
+    newest = max(t for _, t in groups)
+    return {g: ("newest" if t >= newest else "older") for g, t in groups}

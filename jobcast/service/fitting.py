@@ -1,0 +1,105 @@
+"""``jobcast fit`` as one service call: the phase models, the run summaries and the backtest
+selector, saved together.
+
+Rules (:func:`fit_store_all`):
+
+* The phase models are fitted as ``models.e2e.fit_report`` fits them (one per key, failures
+  reported, skipped runs named).
+* The run summaries (``models.history.run_table``) and the selector fitted on the store's
+  own backtest (``jobcast.service.backtest``: histories of :data:`FIT_FOLDS` runs, the next
+  :data:`FIT_TARGETS` runs of at most ``max_systems`` systems, so a fit of a large store
+  stays quick; ``backtest=False`` leaves the selector to the shipped prior) are
+  saved with the models in one transaction (artifacts ``history`` and ``selector``): a
+  forecast never mixes models of one fit with a selector of another.
+* The backtest's summary (:class:`BacktestSummary`) says per candidate kind how many
+  forecasts it judged and their mean error, for the CLI and the report.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ingest.store import Store
+from jobcast.service.backtest import backtest as run_backtest
+from jobcast.service.backtest import fit_selector
+from jobcast.service.forecaster import HISTORY_ARTIFACT, SELECTOR_ARTIFACT
+from models.dataset import collect_points
+from models.e2e import FitReport, check_form, fit_report
+from models.history import run_table, to_records
+from models.selector import BacktestSelector
+
+MAX_SYSTEMS = 40  # systems a fit's backtest forecasts (evenly spaced by name)
+FIT_FOLDS = (1, 2)  # history sizes a fit's backtest tries (the shipped prior: 1, 2 and 3)
+FIT_TARGETS = 2  # later runs a fit's backtest forecasts per system and fold
+
+
+@dataclass
+class BacktestSummary:
+    """Per candidate kind: forecasts judged, mean |error| % and share inside its own
+    interval; the systems and folds behind them."""
+
+    systems: int = 0
+    rows: int = 0
+    kinds: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame) -> BacktestSummary:
+        if rows.empty:
+            return cls()
+        kinds = {}
+        for kind, g in rows.groupby("kind"):
+            ape = 100 * np.abs(np.expm1(-g["error"].to_numpy()))
+            kinds[str(kind)] = {"forecasts": int(len(g)), "mape": float(np.mean(ape)),
+                                "median_ape": float(np.median(ape))}
+        return cls(int(rows["target_system"].nunique()), int(len(rows)), kinds)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"systems": self.systems, "forecasts": self.rows, "kinds": self.kinds}
+
+
+@dataclass
+class FitOutcome:
+    """What a fit gave: the model report, the selector and its backtest summary."""
+
+    report: FitReport
+    selector: BacktestSelector
+    backtest: BacktestSummary
+
+
+def fit_store_all(store: Store, form: str = "auto", *, backtest: bool = True,
+                  max_systems: int | None = MAX_SYSTEMS, layer_predictor: Any = None,
+                  progress: Callable[[int, int], None] | None = None) -> FitOutcome:
+    """Fit and save models, run summaries and selector (module rules); ValueError for an
+    unknown ``form``, :class:`ingest.store.StoreError` when they cannot be saved."""
+    check_form(form)
+    points, skipped = collect_points(store)
+    report = fit_report(points, form=form, skipped=skipped)
+    history = run_table(store)
+    rows = pd.DataFrame()
+    if backtest and report.models:
+        rows = run_backtest(points, history, folds=FIT_FOLDS, max_targets=FIT_TARGETS,
+                            max_systems=max_systems, layer_predictor=layer_predictor,
+                            progress=progress)
+    selector = fit_selector(rows)
+    extra = {HISTORY_ARTIFACT: to_records(history)}
+    if selector.n_:
+        extra[SELECTOR_ARTIFACT] = _json_safe(selector.to_dict())
+    store.save_models([m.to_record() for m in report.models], extra=extra)
+    return FitOutcome(report, selector, BacktestSummary.of(rows))
+
+
+def _json_safe(doc: Any) -> Any:
+    """``doc`` with non-finite floats as None (JSON has no NaN)."""
+    if isinstance(doc, dict):
+        return {k: _json_safe(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_json_safe(v) for v in doc]
+    if isinstance(doc, float) and not math.isfinite(doc):
+        return None
+    return doc

@@ -1,0 +1,228 @@
+"""The rate route: seconds per iteration of the runs that did this job before.
+
+The plainest forecast from history, and the one to beat: a system's own mean seconds per
+iteration of its latest runs times the asked iterations. It is always a candidate where such
+runs exist, so the selector, fitted by backtest, can never do worse than it on the backtest.
+
+Rules (:class:`RateRoute.propose`):
+
+* **Runs**: the run summaries (``models.history``) of the network on the deployment keys the
+  request matches (exact, else the GPU family), whose variant is compatible with the asked one
+  (``models.variant.compatible``).
+* **own-rate**: the named system's runs there. **fleet-rate**: the runs of every system at the
+  asked batch size (the configuration a batch size names on one machine), offered when no
+  system is named or the named one has no runs there.
+* **Which runs**: those at the asked batch size where there are any (``batch`` relation
+  ``same``), else all (``other``: the rate is taken per sample, times the asked batch). Of a
+  variant the request left open, the one of the newest run (and the answer says it assumed
+  it). Of the stacks left, the newest run's (``stack`` relation ``newest``); at most
+  :data:`MAX_RUNS` of the newest runs of it. A fleet rate does this per system (a run
+  without a system is its own).
+* **Rate**: mean over those runs of ``seconds / iterations`` of the target: training, test,
+  or for a whole job the run's wall time per training iteration (then the phases are set
+  beside it from the same runs). A fleet rate is the median over systems of each system's
+  mean rate: one fast or slow submitter does not move it (chosen on the ResNet corpus,
+  per-round protocol, no system named: median over systems 0.99 % against 1.11 % for the
+  newest stack's mean and 1.02 % for the mean of all runs; docs/e2e-accuracy.md).
+* **Extrapolated** when the rate is taken per sample (another batch size) or the asked
+  iterations lie outside half the shortest to twice the longest of the runs behind it.
+* **Own scale**: the between-run spread of the runs' rates (a t-quantile, times
+  sqrt(1 + 1/n)), at least :data:`MIN_SPREAD`; one run: :data:`ONE_RUN_SCALE`; a fleet
+  rate's is the spread of the systems' rates where there are several.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from jobcast.service.candidates import Ask, Candidate, own_scale, to_job
+from jobcast.service.forecast import Forecast, Route
+from models.history import phase_shares
+from models.selector import Relation, runs_bucket
+from models.variant import compatible, describe_variant, variant_dict, variant_key
+
+
+def variant_phrase(have: str, asked: dict) -> str:
+    """``, variant precision=fp16 for the asked precision=fp16`` (empty for no variant)."""
+    if not have and not asked:
+        return ""
+    text = f", variant {describe_variant(have)}"
+    return text + (f" for the asked {describe_variant(variant_key(asked))}" if asked else "")
+
+MAX_RUNS = 10
+MIN_SPREAD = 0.001
+ONE_RUN_SCALE = 0.03
+
+
+def _date(t: float) -> str:
+    if not (isinstance(t, float | int) and math.isfinite(t) and t > 0):
+        return "undated"
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d")
+
+
+def _spread(rates: np.ndarray) -> float:
+    n = len(rates)
+    if n < 2:
+        return ONE_RUN_SCALE
+    sd = float(np.std(np.log(rates), ddof=1))
+    return max(MIN_SPREAD, float(stats.t.ppf(0.95, n - 1)) * sd * math.sqrt(1 + 1 / n))
+
+
+class RateRoute:
+    """Mean seconds per iteration of the latest matching runs (module rules)."""
+
+    name = Route.END_TO_END  # history, like the phase models; details["candidate"] tells
+    kinds = ("own-rate", "fleet-rate")
+    costly = False
+
+    def __init__(self, history: pd.DataFrame):
+        self.history = history
+        self._by_network = {k: g for k, g in history.groupby("network")} if len(history) else {}
+
+    def runs_for(self, ask: Ask) -> pd.DataFrame:
+        """The runs of the network on the matched keys with a compatible variant."""
+        runs = self._by_network.get(ask.req.network.lower())
+        if runs is None or not ask.keys:
+            return self.history.iloc[0:0]
+        runs = runs[runs["deployment"].isin(ask.key_names)]
+        if ask.variant and len(runs):
+            runs = runs[runs["variant"].map(lambda v: compatible(v, ask.variant))]
+        return runs
+
+    def propose(self, ask: Ask) -> list[Candidate]:
+        if ask.iterations is None or ask.req.batch_size is None:
+            return []
+        runs = self.runs_for(ask)
+        if runs.empty:
+            return []
+        out = []
+        own = runs[runs["system"] == ask.system] if ask.system else runs.iloc[0:0]
+        if len(own):
+            found = self._candidate(ask, own, "own-rate", "own")
+            out += [found] if found else []
+        if not len(own):
+            same = runs[runs["batch_size"] == ask.req.batch_size]
+            found = self._candidate(ask, same, "fleet-rate",
+                                    "other" if ask.system else "any") if len(same) else None
+            out += [found] if found else []
+        return out
+
+    def _pick(self, ask: Ask, runs: pd.DataFrame, fleet: bool = False
+              ) -> tuple[pd.DataFrame, str, str, str]:
+        """(runs used, batch relation, variant relation, note on an assumed variant); a
+        ``fleet`` keeps each system's newest stack instead of the newest run's."""
+        same = runs[runs["batch_size"] == ask.req.batch_size]
+        batch = "same" if len(same) else "other"
+        runs = same if len(same) else runs
+        runs = runs.sort_values("start_time", na_position="first")
+        newest = runs.iloc[-1]
+        variants = sorted(set(runs["variant"]))
+        note = ""
+        open_keys = set().union(*(variant_dict(v) for v in variants)) - set(ask.variant)
+        if open_keys and len(variants) > 1:
+            runs = runs[runs["variant"] == newest["variant"]]
+            others = [describe_variant(v) for v in variants if v != newest["variant"]]
+            note = (f"not asked, so assumed {describe_variant(newest['variant'])} (its newest "
+                    f"runs); history also has {', '.join(others)}")
+        if fleet:
+            who = runs["system"].where(runs["system"] != "", runs["source"])
+            last = runs.groupby(who)["stack_key"].transform("last")
+            runs = runs[runs["stack_key"] == last].groupby(who.loc[runs.index]).tail(MAX_RUNS)
+        else:
+            runs = runs[runs["stack_key"] == newest["stack_key"]].tail(MAX_RUNS)
+        if ask.variant:
+            have = variant_dict(newest["variant"])
+            variant = "asked" if all(k in have for k in ask.variant) else "unstated"
+        else:
+            variant = "assumed" if newest["variant"] else "unstated"
+        return runs, batch, variant, note
+
+    @staticmethod
+    def _columns(ask: Ask) -> tuple[str, str]:
+        """(seconds, iterations) columns of the target's rate."""
+        if ask.target == "test":
+            return "test_seconds", "test_iterations"
+        return ("wall_seconds" if ask.target == "job" else "train_seconds"), "train_iterations"
+
+    def _usable(self, ask: Ask, runs: pd.DataFrame) -> pd.Series:
+        secs, its = self._columns(ask)
+        return (runs[its] > 0) & (runs[secs] > 0)
+
+    def _rates(self, ask: Ask, runs: pd.DataFrame) -> np.ndarray:
+        secs, its = self._columns(ask)
+        return runs[secs].to_numpy(float) / runs[its].to_numpy(float)
+
+    def _candidate(self, ask: Ask, runs: pd.DataFrame, kind: str, system: str
+                   ) -> Candidate | None:
+        fleet = kind == "fleet-rate"
+        runs, batch, variant, note = self._pick(ask, runs, fleet)
+        runs = runs[self._usable(ask, runs)]
+        rates = self._rates(ask, runs)
+        if not len(rates):
+            return None
+        per = runs["batch_size"].to_numpy(float)
+        if batch == "other":
+            rates = rates / per * ask.req.batch_size
+        if fleet:
+            who = runs["system"].where(runs["system"] != "", runs["source"]).to_numpy()
+            by = pd.Series(rates).groupby(who).mean().to_numpy()
+            rate = float(np.median(by))
+            scale = _spread(by) if len(by) > 1 else _spread(rates)
+        else:
+            rate, scale = float(np.mean(rates)), _spread(rates)
+        seconds = rate * ask.iterations
+        low, high = seconds * math.exp(-scale), seconds * math.exp(scale)
+        newest = runs.iloc[-1]
+        n_sys = runs["system"].replace("", "unnamed").nunique()
+        who = f"own history of system {ask.system}" if kind == "own-rate" else (
+            f"runs pooled over {n_sys} system{'s' * (n_sys != 1)}")
+        what = "wall seconds per training iteration" if ask.target == "job" else (
+            f"{ask.phase} seconds per iteration")
+        missing = f"no history of system {ask.system}: " if system == "other" else ""
+        stat = "median over systems of the mean" if fleet else "mean"
+        reason = (f"{kind}: {missing}{stat} {what} of {who}, {len(rates)} run"
+                  f"{'s' * (len(rates) != 1)} at batch "
+                  + ("size " + str(ask.req.batch_size) if batch == "same"
+                     else f"sizes {sorted(set(runs['batch_size']))} (per sample)")
+                  + f", stack {newest['stack'] or 'unknown'!r} to {_date(newest['start_time'])}"
+                  + variant_phrase(newest["variant"], ask.variant) + (f"; {note}" if note else ""))
+        details = {"rate_seconds_per_iteration": rate, "runs": len(rates),
+                   "evidence": {"runs": len(rates), "points": len(rates), "cv_error": None},
+                   "thin": len(rates) < 2,
+                   "variant": newest["variant"], "system": ask.system if kind == "own-rate"
+                   else "", "stack": newest["stack"], "chosen": reason,
+                   "deployment_match": ask.how(newest["deployment"])}
+        relation = Relation(kind=kind, target=ask.target, system=system, batch=batch,
+                            variant=variant, stack="newest", runs=runs_bucket(len(rates)),
+                            gpu=ask.gpu_relation(newest["deployment"]),
+                            age=ask.age(float(runs["start_time"].max())))
+        model = f"rate/{ask.req.network.lower()}/{newest['deployment']}/{ask.target}" + (
+            "/" + "_".join(f"{k}:{v}" for k, v in variant_dict(newest["variant"]).items())
+            if newest["variant"] else "")
+        its = runs["train_iterations"]
+        extrapolated = batch == "other" or not (
+            0.5 * float(its.min()) <= ask.iterations <= 2.0 * float(its.max()))
+        forecast = Forecast(job=ask.req, seconds=seconds, low=low, high=high, route=self.name,
+                            model=model, extrapolated=extrapolated, details=details)
+        cand = Candidate(forecast, relation, own_scale(seconds, low, high), reason,
+                         tuple(int(r) for r in runs["run_id"]))
+        if ask.target == "job":
+            shares = phase_shares(runs)
+            train = seconds / max(shares["wall"], 1e-12)
+            phases = {"train": train, "test": train * shares["test"],
+                      "gaps": train * shares["gaps"]}
+            if math.isfinite(shares["init"]):
+                phases["init"] = shares["init"]
+            cand = Candidate(forecast.with_details(
+                phases=phases, whole_job=f"wall time per training iteration of {len(rates)} "
+                "runs", wall_with_init=seconds + phases.get("init", 0.0)),
+                relation, cand.scale, reason, cand.runs)
+        return cand
+
+
+__all__ = ["RateRoute", "to_job"]
