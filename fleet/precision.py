@@ -33,7 +33,9 @@ PRECISIONS: tuple[str, ...] = tuple(p.value for p in Precision)
 # Spellings after lower-casing, stripping and turning "_" and spaces into "-".
 _SPELLINGS: dict[str, Precision] = {
     **dict.fromkeys(
-        ("fp32", "32", "float32", "single", "float", "32-true", "full"), Precision.FP32
+        ("fp32", "32", "float32", "single", "float", "32-true", "full",
+         # TF32 off (layerwise.as_run prices the difference; everywhere else it is fp32)
+         "fp32-strict", "strict-fp32", "fp32-no-tf32"), Precision.FP32
     ),
     **dict.fromkeys(("tf32", "tensorfloat32", "tensor-float32"), Precision.TF32),
     **dict.fromkeys(

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 from fleet.deployment import Deployment
 from ingest.events import ParseContext, ParsedRun, ParseError
-from ingest.parsers.hparams import gpu_name, job_facts
+from ingest.parsers.hparams import facts_meta, flag_devices, gpu_name, job_facts
 from ingest.parsers.steps import Mark, is_eval, progress_key, train_segments
 
 FORMAT = "mlflow"
@@ -115,12 +115,7 @@ def parse_run(snapshot: Mapping[str, object], ctx: ParseContext) -> ParsedRun:
         merged.setdefault(key, value)
     latest = snapshot.get("latest") if isinstance(snapshot.get("latest"), Mapping) else {}
     gpus, system = _system_gpus(latest)  # type: ignore[arg-type]
-    devices = gpus
-    if devices is None and ctx.deployment:
-        try:
-            devices = Deployment.parse(ctx.deployment).count
-        except ValueError:
-            devices = None
+    devices = gpus if gpus is not None else flag_devices(ctx.deployment)
     facts = job_facts(merged, devices)
     deployment = facts.deployment
     name = gpu_name(merged)
@@ -155,14 +150,7 @@ def parse_run(snapshot: Mapping[str, object], ctx: ParseContext) -> ParsedRun:
         meta["system_metrics"] = system
     if gpus:
         meta["system_metric_gpus"] = gpus
-    if facts.source:
-        meta["facts_from"] = facts.source
-    if facts.ignored:
-        meta["ignored_params"] = facts.ignored[:10]
-    if facts.warnings:
-        meta["warnings"] = list(facts.warnings)
-    if facts.epochs is not None:
-        meta["epochs_planned"] = facts.epochs
+    meta.update(facts_meta(facts))
     if any(is_eval(k) for k in series):
         meta["validation_in_train_time"] = True
     autolog = _text_map(snapshot.get("tags")).get("mlflow.autologging")

@@ -13,12 +13,17 @@ turns the sum into a step time. Rules:
 * **Training step, other kinds**: forward x (1 + ``BACKWARD_RATIO[kind]``): the backward pass
   of a memory-bound op moves about that multiple of the forward's bytes (e.g. an activation's
   gradient reads y and dy and writes dx: 3 tensors against the forward's 2).
-* **Composition** (:class:`Composition`, fitted on whole networks): step = ``scale[class]`` x
-  sum + ``kernel_ms`` x kernels + ``step_ms``, where class is ``fp32`` or ``tensor`` (mixed
-  precision / TF32 on tensor cores)
-  and kernels counts the priced kernels (forward, weight and input gradient). The
-  interval comes from the log residuals of the fit on networks of GPUs left out, widened to
-  the layer intervals' sum when that is wider.
+* **Precision as run**: ``precision`` is a request (``fp32`` = the framework's default, which
+  on Ampere and newer runs convolutions in TF32) or a resolved
+  :class:`layerwise.as_run.RunPrecision`; each row is priced at its kind's precision.
+* **Composition** (:class:`Composition`, fitted on whole networks per framework): gpu =
+  ``scale[class]`` x sum, cpu = ``kernel_ms`` x kernels, step = gpu + cpu + ``step_ms``, or
+  with ``overlap_p`` > 0 (eager PyTorch launches kernels while the GPU works) step =
+  (gpu^p + cpu^p)^(1/p) + ``step_ms`` (:func:`layerwise.as_run.step_from_dict`). Class is
+  ``fp32`` or ``tensor`` (the layers holding most GEMM FLOPs on tensor cores); kernels counts
+  the priced kernels (forward, weight and input gradient) plus mixed precision's weight casts.
+  The interval comes from the log residuals of the fit on networks of GPUs left out, widened
+  to the layer intervals' sum when that is wider.
 """
 
 from __future__ import annotations
@@ -33,12 +38,18 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 
 from fleet.precision import parse_precision
+from layerwise.as_run import (
+    BACKWARD_RATIO,
+    DEFAULT_BACKWARD_RATIO,
+    RunPrecision,
+    entry_floor,
+    floor_queries,
+    step_array,
+    step_from_dict,
+)
 from layerwise.layers import LAYER_TYPES
 from layerwise.roofline import family_of
 
-BACKWARD_RATIO = {"act": 1.5, "add": 0.5, "bn": 2.0, "pool": 1.5, "dwconv": 2.0, "ln": 2.0,
-                  "softmax": 1.5, "concat": 1.0, "pad": 1.0, "dropout": 1.0}
-DEFAULT_BACKWARD_RATIO = 1.5
 ROUGH_INTERVAL = (0.3, 3.0)
 
 
@@ -55,16 +66,19 @@ def rough_ms(row: dict, hw: dict, training: bool) -> float:
 COMPOSITION_FILE = "composition.json"
 
 
-def _query(row: dict, optimizer: str, precision: str, framework: str, hw: dict) -> dict:
+def _query(row: dict, optimizer: str, precision: str | RunPrecision, framework: str,
+           hw: dict) -> dict:
     kind = LAYER_TYPES[row["layer"]]
     q = {c: row[c] for c in kind.columns if c in row}
+    if isinstance(precision, RunPrecision):
+        precision = precision.for_kind(row["layer"])
     q.update(layer=row["layer"], optimizer=optimizer, precision=precision, framework=framework)
     q.update({k: v for k, v in hw.items() if k == "gpu" or k.startswith("hw_")})
     return q
 
 
-def price_layers(rows: list[dict], predictor: Any, hw: dict, precision: str, training: bool,
-                 optimizer: str, framework: str = "tensorflow") -> pd.DataFrame:
+def price_layers(rows: list[dict], predictor: Any, hw: dict, precision: str | RunPrecision,
+                 training: bool, optimizer: str, framework: str = "tensorflow") -> pd.DataFrame:
     """One entry per network row: ms, low_ms, high_ms, method, flags (see module rules)."""
     predictor = getattr(predictor, "network_model", predictor)
     known = predictor.known_layers
@@ -82,6 +96,8 @@ def price_layers(rows: list[dict], predictor: Any, hw: dict, precision: str, tra
             train = len(queries)
             queries.append(_query(row, optimizer, precision, framework, hw))
         plan.append((i, "predictor", fwd, train))
+    floors = floor_queries(rows, plan, queries, training, optimizer, precision, framework, hw,
+                           _query)
     # repeated blocks ask the same rows many times: predict each distinct row once
     keys = [tuple(sorted((k, str(v)) for k, v in q.items())) for q in queries]
     first: dict[tuple, int] = {}
@@ -105,7 +121,7 @@ def price_layers(rows: list[dict], predictor: Any, hw: dict, precision: str, tra
                  "method": method, "flops": float(row["flops"]),
                  "params": int(row.get("params", 0) or 0), "ms": 0.0, "low_ms": 0.0,
                  "high_ms": 0.0, "kernels": 0, "extrapolated": False, "own_data": True,
-                 "note": row.get("note", "")}
+                 "note": row.get("note", ""), "floor_ms": 0.0}
         if method == "predictor":
             f = np.array([cols[c][fwd] for c in ("predicted_ms", "low_ms", "high_ms")])
             if not training:
@@ -121,6 +137,8 @@ def price_layers(rows: list[dict], predictor: Any, hw: dict, precision: str, tra
             entry.update(ms=float(total[0]), low_ms=float(total[1]), high_ms=float(total[2]),
                          kernels=kernels, extrapolated=bool(flags["extrapolated"][fwd]),
                          own_data=bool(flags["own_data"][fwd]))
+            entry["floor_ms"] = min(float(total[1]), entry_floor(
+                row, training, train is not None, optimizer, cols["predicted_ms"], floors))
         elif method == "unpriced":
             ms = rough_ms(row, hw, training)
             entry.update(method="roofline", ms=ms, low_ms=ms * ROUGH_INTERVAL[0],
@@ -147,17 +165,30 @@ def precision_class(precision: str, hw: dict) -> str:
 
 
 class Composition(BaseEstimator):
-    """step_ms = scale[class] x sum_ms + kernel_ms x kernels + step_ms (see module rules).
+    """The step from the layer sums (see module rules), fitted on whole networks.
 
-    ``fit(X, y)``: X has ``sum_ms`` (all priced layers), ``kernels`` and ``precision_class``;
-    y the measured step ms; the fit minimises squared log errors. One scale per class for all
-    layers: a separate memory-bound scale was tried and fitted to zero (memory-bound layers
-    free), which is not physical, so it was dropped. ``coverage``: the interval from the log
-    residuals (``residuals`` given to ``fit``, e.g. leave-one-GPU-out ones, take precedence).
+    ``fit(X, y)``: X has ``sum_ms`` (all priced layers), ``kernels``, ``precision_class`` and
+    optionally ``extra_ms`` (known time outside the layers, e.g. a host-to-GPU copy, added
+    as is); y the measured step ms; the fit minimises squared log errors. ``overlap_p``: 0 =
+    the additive form, > 0 = GPU and launch time overlap with that exponent. One scale per
+    class for all layers: a separate memory-bound scale was tried and fitted to zero
+    (memory-bound layers free), which is not physical, so it was dropped. ``coverage``: the
+    interval from the log residuals (``residuals`` given to ``fit``, e.g. leave-one-GPU-out
+    ones, take precedence).
     """
 
-    def __init__(self, coverage: float = 0.9):
+    def __init__(self, coverage: float = 0.9, overlap_p: float = 0.0,
+                 subtract_floor: bool = False):
         self.coverage = coverage
+        self.overlap_p = overlap_p
+        self.subtract_floor = subtract_floor
+
+    def _doc(self, theta: np.ndarray, classes: list[str]) -> dict[str, Any]:
+        n = len(classes)
+        return {"scale": {name: math.exp(theta[j]) for j, name in enumerate(classes)},
+                "kernel_ms": math.exp(theta[n]), "step_ms": math.exp(theta[n + 1]),
+                "overlap_p": float(self.overlap_p), "subtract_floor": bool(self.subtract_floor),
+                "log_low": 0.0, "log_high": 0.0}
 
     def fit(self, X: pd.DataFrame, y: Any, residuals: Any = None) -> Composition:
         from scipy.optimize import least_squares
@@ -166,19 +197,18 @@ class Composition(BaseEstimator):
         classes = sorted(set(X["precision_class"]))
         s, k = X["sum_ms"].to_numpy(float), X["kernels"].to_numpy(float)
         c = X["precision_class"].to_numpy()
-        n = len(classes)
+        extra = X["extra_ms"].to_numpy(float) if "extra_ms" in X.columns else np.zeros(len(y))
+        floor = X["floor_ms"].to_numpy(float) if "floor_ms" in X.columns else np.zeros(len(y))
 
         def model(theta: np.ndarray) -> np.ndarray:
-            scale = np.ones(len(s))
-            for j, name in enumerate(classes):
-                scale[c == name] = math.exp(theta[j])
-            return scale * s + math.exp(theta[n]) * k + math.exp(theta[n + 1])
+            return step_array(self._doc(theta, classes), s, k, c, floor) + extra
 
-        theta0 = np.array([0.0] * n + [math.log(0.005), math.log(1.0)])
-        fit = least_squares(lambda t: np.log(model(t)) - np.log(y), theta0)
-        self.scale_ = {name: float(math.exp(fit.x[j])) for j, name in enumerate(classes)}
-        self.kernel_ms_ = float(math.exp(fit.x[n]))
-        self.step_ms_ = float(math.exp(fit.x[n + 1]))
+        theta0 = np.array([math.log(0.5)] * len(classes) + [math.log(0.005), math.log(1.0)])
+        fit = least_squares(lambda t: np.log(model(t)) - np.log(y), theta0,
+                            bounds=(np.full(len(theta0), -25.0), np.full(len(theta0), 8.0)))
+        doc = self._doc(fit.x, classes)
+        self.scale_ = {k_: float(v) for k_, v in doc["scale"].items()}
+        self.kernel_ms_, self.step_ms_ = float(doc["kernel_ms"]), float(doc["step_ms"])
         resid = (np.asarray(residuals, float) if residuals is not None
                  else np.log(y) - np.log(model(fit.x)))
         alpha = (1.0 - self.coverage) / 2.0
@@ -192,19 +222,16 @@ class Composition(BaseEstimator):
         return self.scale_.get(pclass, self.scale_.get("fp32", 1.0))
 
     def step(self, sum_ms: float, low_ms: float, high_ms: float, kernels: int,
-             pclass: str) -> tuple[float, float, float]:
-        """(ms, low, high) of one step from the layer sums."""
-        scale = self.scale_for(pclass)
-        extra = self.kernel_ms_ * kernels + self.step_ms_
-        ms = scale * sum_ms + extra
-        low = min(ms * math.exp(self.log_low_), scale * low_ms + extra)
-        high = max(ms * math.exp(self.log_high_), scale * high_ms + extra)
-        return ms, low, high
+             pclass: str, floor_ms: float = 0.0) -> tuple[float, float, float]:
+        """(ms, low, high) of one step from the layer sums (and their floors' sum)."""
+        return step_from_dict(self.to_dict(), (sum_ms, low_ms, high_ms), kernels, pclass,
+                              floor_ms)[:3]
 
     def to_dict(self) -> dict[str, Any]:
         return {"coverage": self.coverage, "scale": self.scale_, "kernel_ms": self.kernel_ms_,
                 "step_ms": self.step_ms_, "log_low": self.log_low_, "log_high": self.log_high_,
-                "n_fit": self.n_fit_}
+                "n_fit": self.n_fit_, "overlap_p": float(self.overlap_p),
+                "subtract_floor": bool(self.subtract_floor)}
 
     def save(self, directory: str | Path) -> Path:
         path = Path(directory) / COMPOSITION_FILE
@@ -213,7 +240,9 @@ class Composition(BaseEstimator):
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> Composition:
-        comp = cls(coverage=float(doc.get("coverage", 0.9)))
+        comp = cls(coverage=float(doc.get("coverage", 0.9)),
+                   overlap_p=float(doc.get("overlap_p", 0.0) or 0.0),
+                   subtract_floor=bool(doc.get("subtract_floor", False)))
         comp.scale_ = {str(k): float(v) for k, v in doc["scale"].items()}
         comp.kernel_ms_, comp.step_ms_ = float(doc["kernel_ms"]), float(doc["step_ms"])
         comp.log_low_, comp.log_high_ = float(doc["log_low"]), float(doc["log_high"])

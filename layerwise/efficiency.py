@@ -25,10 +25,8 @@ bandwidth, one launch). A forecast is ``bound_ms x exp(tree output)``. Rules:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -36,66 +34,48 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
-from fleet.catalog import UnknownGpuError, resolve_gpu
-from fleet.framework import FRAMEWORKS
-from fleet.names import gpu_words
 from layerwise.compose import Composition
-from layerwise.estimators.gbt import Forest
+from layerwise.efficiency_arrays import (
+    ACTIVATION_VALUES,
+    DEVICE_FEATURES,
+    FORMAT_VERSION,
+    OUTPUT_COLUMNS,
+    RANGE_FEATURES,
+    EfficiencyArrays,
+    chip_of,
+    feature_names,
+    feature_values,
+    read_saved,
+)
+from layerwise.forest import Forest
 from layerwise.layers import LAYER_TYPES
-from layerwise.predictor import capped_fold, read_saved_doc
-from layerwise.roofline import family_of, physics_frame
+from layerwise.predictor import capped_fold
+from layerwise.roofline import family_of, physics_columns
 
-FORMAT_VERSION = 2
-ACTIVATION_VALUES = ("none", "relu", "tanh", "sigmoid")
+__all__ = ["ACTIVATION_VALUES", "CHIP_INTERVAL_ROWS", "EfficiencyPredictor", "OUTPUT_COLUMNS",
+           "RANGE_FEATURES", "chip_of", "feature_frame"]
+
 CHIP_INTERVAL_ROWS = 100  # held-out rows a device needs for an interval of its own
-RANGE_FEATURES = ("log_m", "log_n", "log_k", "log_bytes", "log_bound")
-OUTPUT_COLUMNS = ("predicted_ms", "low_ms", "high_ms")
+COVER = (0.1, 0.9)  # quantiles of a chip's own log bounds that count as covered
 
 
-@lru_cache(maxsize=1024)
-def chip_of(gpu: str) -> str:
-    """The GPU chip a device name belongs to (``Tesla V100-PCIE-32GB`` -> ``v100``)."""
-    try:
-        words = gpu_words(resolve_gpu(gpu).name)
-    except UnknownGpuError:
-        words = gpu_words(gpu)
-    for word in words:
-        if re.search(r"\d", word) and not re.fullmatch(r"\d+gb", word):
-            return word
-    return "".join(words) or str(gpu)
+def _features(rows: pd.DataFrame, hardware: bool) -> tuple[pd.DataFrame, np.ndarray]:
+    """(feature frame, bound ms) of kind rows."""
+    records = rows.to_dict("records")
+    columns = set(rows.columns)
+    phys = physics_columns(records, rows.index, columns)
+    names = feature_names(hardware)
+    X = pd.DataFrame(feature_values(names, records, columns, phys), index=rows.index,
+                     columns=names)
+    return X, phys["bound_ms"]
 
 
 def feature_frame(rows: pd.DataFrame, phys: pd.DataFrame, hardware: bool) -> pd.DataFrame:
     """Model features (all numeric) of kind rows and their physics frame."""
-    eps = 1e-12
-    f: dict[str, Any] = {
-        "log_bound": np.log(phys["bound_ms"]),
-        "ridge": np.log(phys["compute_ms"] + eps) - np.log(phys["memory_ms"] + eps),
-        "log_tiles_per_sm": np.log(phys["tiles"] / phys["sm_count"]),
-        "wave_eff": phys["wave_eff"],
-        "log_m": np.log1p(phys["m"]), "log_n": np.log1p(phys["n"]), "log_k": np.log1p(phys["k"]),
-        "log_bytes": np.log1p(phys["bytes"]),
-        "log_bytes_l2": np.log(phys["bytes"] + 1.0) - np.log(phys["l2_mb"] * 1e6),
-        "weight_share": phys["weight_bytes"] / (phys["bytes"] + 1.0),
-        "train": phys["train"], "slots": phys["slots"], "tensor": phys["tensor"],
-    }
-    layer = rows["layer"].astype(str)
-    for kind in LAYER_TYPES:
-        f[f"kind_{kind}"] = (layer == kind).astype(float)
-    fw = (rows["framework"].astype(str).str.lower() if "framework" in rows.columns
-          else pd.Series("tensorflow", index=rows.index))
-    for name in FRAMEWORKS:
-        f[f"fw_{name}"] = (fw == name).astype(float)
-    act = (rows["activation"].astype(str).str.lower() if "activation" in rows.columns
-           else pd.Series("none", index=rows.index))
-    for name in ACTIVATION_VALUES:
-        f[f"act_{name}"] = (act == name).astype(float)
-    if hardware:
-        f["log_peak"] = np.log(phys["peak_flops"])
-        f["log_bandwidth"] = np.log(phys["bandwidth"])
-        f["log_tdp"] = np.log(phys["tdp_w"])
-        f["log_watts_per_tflop"] = np.log(phys["tdp_w"] / (phys["peak_flops"] * 1e-12))
-    return pd.DataFrame(f, index=rows.index).astype(float)
+    names = feature_names(hardware)
+    cols = {c: phys[c].to_numpy() for c in phys.columns}
+    return pd.DataFrame(feature_values(names, rows.to_dict("records"), set(rows.columns), cols),
+                        index=rows.index, columns=names)
 
 
 def _interval(pred: np.ndarray, resid: np.ndarray, coverage: float, bins: int) -> dict:
@@ -111,11 +91,6 @@ def _interval(pred: np.ndarray, resid: np.ndarray, coverage: float, bins: int) -
     return {"edges": [float(e) for e in edges], "low": low, "high": high}
 
 
-def _apply_interval(iv: dict, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    which = np.searchsorted(np.asarray(iv["edges"], float), key)
-    return np.asarray(iv["low"])[which], np.asarray(iv["high"])[which]
-
-
 class EfficiencyPredictor(BaseEstimator):
     """Predict layer times (ms) as roofline bound x learned efficiency (see module rules).
 
@@ -124,7 +99,12 @@ class EfficiencyPredictor(BaseEstimator):
     ``coverage`` and ``interval_bins``; ``calibration_rows`` (row budget of each
     leave-one-device-out refit); ``extrapolation_widening``, ``no_data_widening`` (log-interval
     factors); ``calibrate_unseen`` (run the leave-one-device-out refits; off = unseen devices
-    get the seen-device interval); ``random_state``.
+    get the seen-device interval); ``transfer_scale`` (log units over which a row outside what
+    the device trees learned from moves to the device-agnostic trees; None = device trees
+    everywhere, as the v2 predictor first shipped); ``transfer_families`` (the op families that
+    get device-agnostic trees: GEMMs, whose efficiency a GPU's spec sheet tells least);
+    ``seen_by_kind`` (a chip counts as seen for
+    the interval only for kinds it has rows of); ``random_state``.
     """
 
     def __init__(self, max_iter: int = 400, learning_rate: float = 0.1,
@@ -132,7 +112,9 @@ class EfficiencyPredictor(BaseEstimator):
                  hardware_features: bool = True, coverage: float = 0.9,
                  interval_bins: int = 3, calibration_rows: int = 60000,
                  extrapolation_widening: float = 1.5, no_data_widening: float = 2.0,
-                 calibrate_unseen: bool = True, random_state: int = 0):
+                 calibrate_unseen: bool = True, transfer_scale: float | None = 0.5,
+                 transfer_families: tuple[str, ...] = ("gemm",), seen_by_kind: bool = True,
+                 random_state: int = 0):
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.max_leaf_nodes = max_leaf_nodes
@@ -144,6 +126,9 @@ class EfficiencyPredictor(BaseEstimator):
         self.extrapolation_widening = extrapolation_widening
         self.no_data_widening = no_data_widening
         self.calibrate_unseen = calibrate_unseen
+        self.transfer_scale = transfer_scale
+        self.transfer_families = transfer_families
+        self.seen_by_kind = seen_by_kind
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fitting
@@ -166,9 +151,8 @@ class EfficiencyPredictor(BaseEstimator):
         rows, y_ms = rows.loc[keep], y_ms.loc[keep]
         if rows.empty:
             raise ValueError("no usable training rows (known kind, positive finite time)")
-        phys = physics_frame(rows)
-        X = feature_frame(rows, phys, self.hardware_features)
-        y = np.log(y_ms.to_numpy() / phys["bound_ms"].to_numpy())
+        X, bound = _features(rows, self.hardware_features)
+        y = np.log(y_ms.to_numpy() / bound)
         fam = rows["layer"].astype(str).map(family_of)
         chips = rows["gpu"].astype(str).map(chip_of).to_numpy()
         rng = np.random.default_rng(self.random_state)
@@ -193,12 +177,38 @@ class EfficiencyPredictor(BaseEstimator):
             entry["forest"] = self._forest(Xf, yf)
             entry["ranges"] = {c: [float(Xf[c].min()), float(Xf[c].max())]
                                for c in RANGE_FEATURES}
+            if self.transfer_scale is not None and self.hardware_features \
+                    and family in self.transfer_families:
+                entry.update(self._transfer(Xf, yf, cf, rows.loc[sel, "layer"].astype(str)))
             self.families_[family] = entry
         self.kinds_ = sorted(set(rows["layer"].astype(str)))
         self.chips_ = sorted(set(chips))
+        layer = rows["layer"].astype(str).to_numpy()
+        self.chip_kinds_ = {str(c): sorted(set(layer[chips == c])) for c in self.chips_}
         self.info_ = {"trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
                       "n_rows": int(len(rows)), "gpus": sorted(set(rows["gpu"].astype(str)))}
         return self
+
+    def _transfer(self, X: pd.DataFrame, y: np.ndarray, chips: np.ndarray,
+                  layer: pd.Series) -> dict[str, Any]:
+        """The device-agnostic trees and the extent of what the device trees learned from: per
+        chip, kind and pass the log bounds its rows covered (the :data:`COVER` quantiles: a
+        few stray rows do not cover a size), and the span of the device features over the
+        training chips, per compute path (``tensor`` 0 or 1: the peaks of tensor cores and of
+        the FP32 units are not comparable)."""
+        agnostic = [c for c in X.columns if c not in DEVICE_FEATURES]
+        keys = layer.to_numpy().astype(str) + "/" + X["train"].round().astype(int).astype(str)
+        bound = X["log_bound"].groupby([chips, keys])
+        lo, hi = bound.quantile(COVER[0]), bound.quantile(COVER[1])
+        chip_ranges: dict[str, dict[str, list[float]]] = {}
+        for (chip, key), low in lo.items():
+            chip_ranges.setdefault(str(chip), {})[str(key)] = [float(low),
+                                                               float(hi[(chip, key)])]
+        span = {str(int(t)): {c: [float(part[c].min()), float(part[c].max())]
+                              for c in DEVICE_FEATURES if c in X.columns}
+                for t, part in X.groupby(X["tensor"].round())}
+        return {"agnostic": {"features": agnostic, "forest": self._forest(X[agnostic], y)},
+                "chip_ranges": chip_ranges, "device_span": span}
 
     def _leave_one_out(self, X: pd.DataFrame, y: np.ndarray, chips: np.ndarray,
                        rng: np.random.Generator, progress: Any) -> dict | None:
@@ -224,63 +234,34 @@ class EfficiencyPredictor(BaseEstimator):
         fams = set(getattr(self, "families_", {}))
         return {k for k in LAYER_TYPES if family_of(k) in fams}
 
-    def predict(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """predicted/low/high ms, bound_ms, efficiency and the flags, per row (same index)."""
+    def arrays(self) -> EfficiencyArrays:
+        """The fitted model as :class:`EfficiencyArrays` (what every prediction runs on)."""
         if not getattr(self, "families_", None):
             raise RuntimeError("EfficiencyPredictor is not fitted; call fit() or load() first")
+        key, cached = getattr(self, "_arrays", (None, None))
+        if cached is None or key != id(self.families_):  # built once per fit or load
+            cached = EfficiencyArrays(
+                self.families_, self.kinds_, self.chips_, self.extrapolation_widening,
+                self.no_data_widening,
+                getattr(self, "chip_kinds_", None) if self.seen_by_kind else None,
+                self.transfer_scale)
+            self._arrays = (id(self.families_), cached)
+        return cached
+
+    def predict_records(self, records: list[dict], columns: set[str] | None = None
+                        ) -> dict[str, np.ndarray]:
+        """:meth:`EfficiencyArrays.predict_records` of the fitted model (row dicts in)."""
+        return self.arrays().predict_records(records, columns)
+
+    def predict(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """predicted/low/high ms, bound_ms, efficiency and the flags, per row (same index)."""
+        model = self.arrays()
         out = pd.DataFrame(index=rows.index)
         if rows.empty:
             return out.assign(**{c: [] for c in (*OUTPUT_COLUMNS, "bound_ms")})
-        layer = rows["layer"].astype(str)
-        unknown = sorted(set(layer) - self.known_layers)
-        if unknown:
-            raise ValueError(f"no model for layer kind(s) {', '.join(unknown)}; this predictor "
-                             f"prices {', '.join(sorted(self.known_layers))}")
-        phys = physics_frame(rows)
-        X = feature_frame(rows, phys, self.hardware_features)
-        pred = np.zeros(len(rows))
-        low = np.zeros(len(rows))
-        high = np.zeros(len(rows))
-        extrap = np.zeros(len(rows), dtype=bool)
-        fam = layer.map(family_of).to_numpy()
-        gpu = rows["gpu"].astype(str) if "gpu" in rows.columns else pd.Series("", index=rows.index)
-        chip_sel = gpu.map(chip_of).to_numpy()
-        seen = np.isin(chip_sel, self.chips_)
-        for family in np.unique(fam):
-            sel = fam == family
-            entry = self.families_.get(family)
-            if entry is None:
-                raise ValueError(f"no trees for the {family!r} family")
-            Xf = X.loc[sel, entry["features"]]
-            pred[sel] = entry["forest"].predict(Xf.to_numpy(np.float64))
-            key = Xf["log_bound"].to_numpy()
-            lo, hi = _apply_interval(entry["seen_interval"], key)
-            for chip, iv in entry.get("seen_interval_by_chip", {}).items():
-                mine = chip_sel[sel] == chip
-                if mine.any():
-                    lo[mine], hi[mine] = _apply_interval(iv, key[mine])
-            if entry["unseen_interval"] is not None:
-                u_lo, u_hi = _apply_interval(entry["unseen_interval"], key)
-                lo = np.where(seen[sel], lo, u_lo)
-                hi = np.where(seen[sel], hi, u_hi)
-            outside = np.zeros(sel.sum(), dtype=bool)
-            for col, (a, b) in entry["ranges"].items():
-                v = Xf[col].to_numpy()
-                outside |= (v < a - 1e-9) | (v > b + 1e-9)
-            widen = np.where(outside, self.extrapolation_widening, 1.0)
-            low[sel], high[sel], extrap[sel] = lo * widen, hi * widen, outside
-        own = layer.isin(self.kinds_).to_numpy()
-        low = np.where(own, low, low * self.no_data_widening)
-        high = np.where(own, high, high * self.no_data_widening)
-        bound = phys["bound_ms"].to_numpy()
-        out["predicted_ms"] = bound * np.exp(pred)
-        out["low_ms"] = bound * np.exp(pred + low)
-        out["high_ms"] = bound * np.exp(pred + high)
-        out["bound_ms"] = bound
-        out["efficiency"] = np.exp(-pred)
-        out["extrapolated"] = extrap
-        out["seen_device"] = seen
-        out["own_data"] = own
+        cols = model.predict_records(rows.to_dict("records"), set(rows.columns), rows.index)
+        for name, values in cols.items():
+            out[name] = values
         return out
 
     # ------------------------------------------------------------------ persistence
@@ -297,10 +278,16 @@ class EfficiencyPredictor(BaseEstimator):
             arrays.update({f"{family}_{k}": v for k, v in forest.arrays().items()})
             meta[family] = {k: v for k, v in entry.items() if k != "forest"}
             meta[family].update(baseline=forest.baseline, depth=forest.depth)
+            if "agnostic" in entry:
+                other = entry["agnostic"]["forest"]
+                arrays.update({f"agnostic-{family}_{k}": v for k, v in other.arrays().items()})
+                meta[family]["agnostic"] = {"features": entry["agnostic"]["features"],
+                                            "baseline": other.baseline, "depth": other.depth}
         np.savez_compressed(path / "efficiency.npz", **arrays)
         doc = {"format_version": FORMAT_VERSION, "kind": "efficiency",
                "params": self.get_params(), "families": meta, "kinds": self.kinds_,
-               "chips": self.chips_, "info": self.info_}
+               "chips": self.chips_, "chip_kinds": getattr(self, "chip_kinds_", None),
+               "info": self.info_}
         (path / "efficiency.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
         if getattr(self, "composition_", None) is not None:
             self.composition_.save(path)
@@ -315,18 +302,12 @@ class EfficiencyPredictor(BaseEstimator):
     def load(cls, directory: str | Path) -> EfficiencyPredictor:
         """Load a predictor written by :meth:`save`."""
         path = Path(directory)
-        doc = read_saved_doc(path / "efficiency.json", FORMAT_VERSION, "efficiency predictor")
+        doc, families = read_saved(path)
         est = cls(**doc["params"])
-        with np.load(path / "efficiency.npz") as npz:
-            arrays = {k: npz[k] for k in npz.files}
-        est.families_ = {}
-        for family, meta in doc["families"].items():
-            prefix = f"{family}_"
-            forest = Forest.from_arrays({k[len(prefix):]: v for k, v in arrays.items()
-                                         if k.startswith(prefix)}, meta["baseline"],
-                                        meta["depth"])
-            est.families_[family] = {**meta, "forest": forest}
+        est.families_ = families
         est.kinds_, est.chips_, est.info_ = doc["kinds"], doc["chips"], doc.get("info", {})
+        if doc.get("chip_kinds") is not None:
+            est.chip_kinds_ = doc["chip_kinds"]
         est.composition_ = Composition.load(path)
         est.framework_compositions_ = {}
         for file in sorted(path.glob("composition-*.json")):

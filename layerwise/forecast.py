@@ -43,11 +43,17 @@ from typing import Any
 
 import pandas as pd
 
-from fleet.precision import parse_precision
+from layerwise.as_run import (
+    STRICT,
+    as_run_dict,
+    cast_kernels,
+    request_precision,
+    resolve,
+    run_class,
+)
 from layerwise.compose import (
     ROUGH_INTERVAL,
     composition_for,
-    precision_class,
     price_layers,
     rough_ms,
 )
@@ -134,10 +140,18 @@ def forecast_network(
         raise ValueError(f"dataset_size must be >= 1, got {dataset_size}")
     if epochs is not None and int(epochs) < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
-    precision = parse_precision(precision).value
+    precision = request_precision(precision)
+    from layerwise.quick import forecast_fast  # the v2 path below on arrays: same answer
+
+    fast = forecast_fast(model_or_name, device=device, batch_size=batch_size,
+                         optimizer=optimizer, image_size=image_size, precision=precision,
+                         framework=framework, predictor=predictor,
+                         host_overhead_ms=host_overhead_ms)
+    if fast is not None:
+        return _with_epochs(fast, dataset_size, epochs)
     hw = device_features(device)
     net = decompose(model_or_name, batch_size=batch_size, optimizer=optimizer,
-                    image_size=image_size)
+                    image_size=image_size, framework=framework)
     if predictor is None:
         from layerwise.shipped import default_predictor
 
@@ -147,7 +161,7 @@ def forecast_network(
                               host_overhead_ms)
         result.update(device=str(device))
         return _with_epochs(result, dataset_size, epochs)
-    if precision != "fp32":
+    if precision not in ("fp32", STRICT):
         raise ValueError(f"precision {precision!r} needs the roofline-efficiency predictor; "
                          "this predictor was trained on fp32 rows only")
     known = set(predictor.known_layers)
@@ -204,16 +218,21 @@ def _with_epochs(result: dict, dataset_size: int | None, epochs: int | None) -> 
 
 def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimizer: str,
                  framework: str, host_overhead_ms: float) -> dict:
-    """Forecast dict of one step with the roofline-efficiency predictor and its composition."""
+    """Forecast dict of one step with the roofline-efficiency predictor and its composition;
+    ``precision`` is the request, priced as the framework runs it (:mod:`layerwise.as_run`)."""
     training = optimizer != "none"
-    layers = price_layers(net.rows, predictor, hw, precision, training, optimizer, framework)
+    run = resolve(precision, framework, hw)
+    layers = price_layers(net.rows, predictor, hw, run, training, optimizer, framework)
     comp = composition_for(predictor, framework)
-    pclass = precision_class(precision, hw)
+    pclass = run_class(run, hw, net.rows)
+    floor = float(layers["floor_ms"].sum())
     ms, low, high = comp.step(float(layers["ms"].sum()), float(layers["low_ms"].sum()),
-                              float(layers["high_ms"].sum()), int(layers["kernels"].sum()),
-                              pclass)
+                              float(layers["high_ms"].sum()),
+                              int(layers["kernels"].sum()) + cast_kernels(run, net.rows, training),
+                              pclass, floor)
+    cut = layers["floor_ms"] if comp.subtract_floor else 0.0
     for col in ("ms", "low_ms", "high_ms"):
-        layers[col] = layers[col] * comp.scale_for(pclass)
+        layers[col] = (layers[col] - cut).clip(lower=0.0) * comp.scale_for(pclass)
     overhead = ms - float(layers["ms"].sum())
     warnings = list(net.warnings)
     extrap = layers.loc[layers["extrapolated"], "name"].tolist()
@@ -228,11 +247,14 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
     unpriced = layers.loc[layers["method"].eq("unpriced"), "name"].tolist()
     if unpriced:
         warnings.append(f"{len(unpriced)} layer(s) not priced (no kind): {', '.join(unpriced[:3])}")
+    if (run.request, run.conv) in (("fp32", "tf32"), ("tf32", "fp32")):  # not what was said
+        warnings.append(f"precision {run.request} priced as run: {run.assumed}")
     host = float(host_overhead_ms)
     return {
         "network": net.name, "gpu": hw["gpu"], "hw_kind": hw["hw_kind"],
-        "batch_size": int(net.batch_size), "optimizer": optimizer, "precision": precision,
+        "batch_size": int(net.batch_size), "optimizer": optimizer, "precision": run.request,
         "framework": framework, "precision_class": pclass,
+        "precision_as_run": as_run_dict(run),
         "input_shape": list(net.input_shape),
         "batch_seconds": (ms + host) / 1000.0, "low": (low + host) / 1000.0,
         "high": (high + host) / 1000.0, "unit": "s",

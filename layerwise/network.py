@@ -5,7 +5,10 @@ spec (a dict or a ``.json`` file, see ``docs/network-spec.md``). A name known to
 (:mod:`layerwise.zoo`: keras.applications CNNs, tf_cnn_benchmarks networks, their aliases) at
 its default image size (``image_size`` None or equal) is read from the shipped spec; any other
 name or size builds the model with TensorFlow (``weights=None``). JSON specs and zoo networks
-are decomposed without TensorFlow.
+are decomposed without TensorFlow. PyTorch: a ``torch.nn.Module``, a ``module:callable``
+reference (traced on the meta device, :mod:`layerwise.torch_graph`) or a torchvision name (the
+shipped PyTorch spec, :mod:`layerwise.zoo.torch_zoo`, read without torch); which zoo a name
+comes from depends on ``framework`` (see :func:`decompose`).
 
 Every layer of the network becomes one row (``SeparableConv2D`` two: depthwise + 1x1 conv):
 
@@ -27,6 +30,7 @@ import difflib
 import json
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -40,6 +44,8 @@ from layerwise.kinds import KINDS, kind_for_keras, kind_for_spec, spec_types
 from layerwise.kinds.base import NetLayer, RowContext
 from layerwise.kinds.mapping import ACTIVATION_COST, NetworkSpecError
 from layerwise.layers import OPTIMIZERS
+from layerwise.torch_layers import TORCH_CLS_PREFIX, torch_rows
+from layerwise.zoo import torch_zoo
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -59,6 +65,7 @@ class Network:
     optimizer: str
     rows: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    flagged_ops: dict[str, int] = field(default_factory=dict)  # PyTorch op -> rows, see decompose
 
     def to_frame(self) -> Any:
         """The rows as a pandas DataFrame."""
@@ -105,7 +112,17 @@ def _rows_for(layer: NetLayer, batch: int, optimizer: str, training: bool) -> li
 
     Rules: InputLayer gives no row; views (and dropout when not training) cost nothing; a
     class no kind maps, or one its kind declines, gets a rough estimate from its size and a note.
+    A PyTorch occurrence (``config["framework"] == "pytorch"``) is mapped by
+    :func:`layerwise.torch_layers.torch_rows` (batch scaling, flagged ops, PyTorch's parameter
+    count), which uses these rules for its Keras-class occurrences.
     """
+    if layer.config.get("framework") == "pytorch":
+        return torch_rows(layer, batch, optimizer, training, _kind_rows)
+    return _kind_rows(layer, batch, optimizer, training)
+
+
+def _kind_rows(layer: NetLayer, batch: int, optimizer: str, training: bool) -> list[dict]:
+    """The rules of :func:`_rows_for` for a Keras-class occurrence."""
     if layer.cls == "InputLayer":
         return []
     ctx = RowContext(layer, batch, optimizer, training, KINDS)
@@ -193,9 +210,11 @@ def build_application(name: str, image_size: int | None = None) -> Any:
     if entry is None and key not in names:
         close = difflib.get_close_matches(key, list(names), n=4)
         shown = [names[c] for c in close] + [z for z in zoo.suggestions(name) if z not in close]
+        shown += [t for t in torch_zoo.suggestions(name) if zoo.lookup(t) is None]
         hint = f"; did you mean {', '.join(shown)}?" if shown else ""
         raise NetworkSpecError(f"unknown network {name!r}: not a keras.applications model, "
-                               f"a zoo network, a .keras file or a .json spec{hint}")
+                               f"a zoo network (Keras or torchvision), a module:callable "
+                               f"PyTorch model, a .keras file or a .json spec{hint}")
     side = int(image_size or (entry.image_size if entry else APPLICATION_DEFAULT_SIZE))
     try:
         if entry is not None and entry.source == "tf_cnn":
@@ -349,46 +368,133 @@ def _is_spec(source: Any) -> bool:
     return text.lstrip().startswith("{") or text.lower().endswith(".json")
 
 
+@dataclass
+class _Found:
+    """A resolved network source: its name, layer occurrences, image shape and notes."""
+
+    name: str
+    layers: list[NetLayer]
+    input_shape: tuple | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@lru_cache(maxsize=16)
+def _traced(text: str, image_size: int | None) -> tuple[str, list[NetLayer]]:
+    """A ``module:callable`` PyTorch model traced once per (reference, size) in a process."""
+    from layerwise import torch_graph
+
+    ref = torch_graph.parse_reference(text)
+    name, layers, _ = torch_graph.reference_layers(ref, image_size)
+    return name, layers
+
+
+def _torch_found(name: str, image_size: int | None) -> _Found | None:
+    """A shipped torchvision spec at its side, else the model traced at ``image_size``
+    (torch and torchvision needed); None when no spec of ``name`` is shipped."""
+    canonical = torch_zoo.lookup(name)
+    if canonical is None:
+        return None
+    spec = torch_zoo.load(canonical)
+    side = int(image_size or spec.image_size)
+    if side == spec.image_size:
+        return _Found(spec.model_name, spec.layers, (side, side, 3))
+    entry = torch_zoo.entry(canonical)
+    module = entry.module if entry is not None else "torchvision.models"
+    try:
+        found, layers = _traced(f"{module}:{canonical}", side)
+    except NetworkSpecError as exc:
+        raise NetworkSpecError(f"{canonical} at {side}x{side} needs a trace with torch and "
+                               f"torchvision (its shipped PyTorch spec is at "
+                               f"{spec.image_size}x{spec.image_size}): {exc}") from None
+    return _Found(found, layers, (side, side, 3))
+
+
+def _resolve(source: Any, image_size: int | None, framework: str | None) -> _Found:
+    """The layer occurrences of any source (rules in ``decompose``)."""
+    from layerwise import torch_graph
+
+    if _is_spec(source):
+        spec = load_spec(source)
+        return _Found(str(spec.get("name", "network")), _spec_layers(spec, image_size))
+    if torch_graph.is_torch_module(source):
+        layers, info = torch_graph.module_layers(source, image_size)
+        side = info["image_size"]
+        return _Found(type(source).__name__, layers, (side, side, 3))
+    text = source if isinstance(source, str) else ""
+    if not text or text.endswith((".keras", ".h5")):
+        model = load_model(source, image_size)
+        return _Found(str(getattr(model, "name", "network")), _keras_layers(model))
+    ref = torch_graph.parse_reference(text)
+    if ref is not None:
+        shipped = torch_zoo.shipped_reference(ref.module, ref.attr, ref.args, ref.kwargs)
+        if shipped is not None:
+            return _torch_found(shipped, image_size)
+        name, layers = _traced(text, image_size)
+        side = int(image_size or torch_graph.DEFAULT_IMAGE_SIZE)
+        return _Found(name, layers, (side, side, 3))
+    if framework == "pytorch" and (found := _torch_found(text, image_size)) is not None:
+        return found
+    if (keras := zoo_layers(text, image_size)) is not None:
+        return _Found(*keras)
+    if not zoo.is_keras_name(text) and (found := _torch_found(text, image_size)) is not None:
+        if framework not in (None, "pytorch"):
+            found.warnings.append(f"{text}: no Keras model of that name; the torchvision "
+                                  "(PyTorch) spec is used")
+        return found
+    return _Found(*_named_layers(text, image_size))
+
+
+def _flag_warnings(rows: list[dict]) -> tuple[dict[str, int], list[str]]:
+    """Flagged PyTorch ops (counts) and the warnings about rows priced roughly."""
+    flagged = Counter(row["keras_class"][len(TORCH_CLS_PREFIX):] for row in rows
+                      if str(row["keras_class"]).startswith(TORCH_CLS_PREFIX))
+    warnings = []
+    if flagged:
+        listed = ", ".join(f"{op} x{n}" for op, n in flagged.most_common())
+        warnings.append(f"{sum(flagged.values())} run(s) per step of PyTorch ops no layer kind "
+                        "covers, priced by a roofline of their bytes and FLOPs (flagged): "
+                        f"{listed}")
+    unknown = [row for row in rows if row["layer"] == "unknown"
+               and not str(row["keras_class"]).startswith(TORCH_CLS_PREFIX)]
+    if unknown:
+        classes = sorted({row["keras_class"] for row in unknown})
+        warnings.append(f"{len(unknown)} layer(s) not benchmarked ({', '.join(classes)}): "
+                        "their time is a rough FLOPs/bytes estimate")
+    return dict(flagged.most_common()), warnings
+
+
 def decompose(source: Any, *, batch_size: int = 1, optimizer: str = "none",
-              image_size: int | None = None) -> Network:
+              image_size: int | None = None, framework: str | None = None) -> Network:
     """Decompose a network (see module docstring) for one batch of ``batch_size``.
 
     ``optimizer`` ``none`` = forward only (inference: dropout is a view), else a training step.
     ``image_size`` sets the input side of a named network or JSON spec (ignored for a model
     instance or a saved model, whose input shape is fixed); None = the zoo network's default
     side (224 for other names).
+
+    Sources: a JSON spec; a ``torch.nn.Module`` or a ``module:callable`` reference (traced,
+    :mod:`layerwise.torch_graph`; a ``torchvision…:name`` without arguments is read from the
+    shipped PyTorch spec); a name: with ``framework`` ``pytorch`` a shipped torchvision spec
+    first, then the Keras zoo, then any keras.applications model (TensorFlow), then a shipped
+    torchvision spec for names Keras does not have; a Keras model or ``.keras`` file.
     """
     if optimizer not in OPTIMIZERS:
         raise NetworkSpecError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
     if int(batch_size) < 1:
         raise NetworkSpecError(f"batch size must be >= 1, got {batch_size}")
-    if _is_spec(source):
-        spec = load_spec(source)
-        layers = _spec_layers(spec, image_size)
-        name = str(spec.get("name", "network"))
-    elif (found := zoo_layers(source, image_size)) is not None:
-        name, layers = found
-    elif isinstance(source, str) and not source.endswith((".keras", ".h5")):
-        name, layers = _named_layers(source, image_size)
-    else:
-        model = load_model(source, image_size)
-        layers = _keras_layers(model)
-        name = str(getattr(model, "name", "network"))
+    found = _resolve(source, image_size, str(framework).lower() if framework else None)
+    name, layers = found.name, found.layers
     if not layers:
         raise NetworkSpecError(f"network {name!r} has no layers")
     training = optimizer != "none"
-    net = Network(name=name, input_shape=tuple(layers[0].in_shapes[0]) if layers[0].in_shapes
-                  else tuple(layers[0].out_shape), batch_size=int(batch_size),
-                  optimizer=optimizer)
+    shape = found.input_shape or (tuple(layers[0].in_shapes[0]) if layers[0].in_shapes
+                                  else tuple(layers[0].out_shape))
+    net = Network(name=name, input_shape=tuple(shape), batch_size=int(batch_size),
+                  optimizer=optimizer, warnings=list(found.warnings))
     for layer in layers:
         net.rows.extend(_rows_for(layer, int(batch_size), optimizer, training))
-    unknown = [row for row in net.rows if row["layer"] == "unknown"]
-    if unknown:
-        classes = sorted({row["keras_class"] for row in unknown})
-        net.warnings.append(
-            f"{len(unknown)} layer(s) not benchmarked ({', '.join(classes)}): "
-            "their time is a rough FLOPs/bytes estimate"
-        )
+    net.flagged_ops, warnings = _flag_warnings(net.rows)
+    net.warnings.extend(warnings)
     return net
 
 

@@ -18,20 +18,25 @@ Rules (per row, one batch, ms):
   of ``TILE`` x ``TILE``; ``waves`` = tiles / SMs; the compute bound is divided by the
   utilisation of the last wave (``wave_eff`` = tiles / (ceil(tiles / SMs) x SMs)).
 * ``bound_ms`` = max(compute, memory) + ``LAUNCH_MS`` (one kernel launch), never below 1 ns.
+* :func:`physics_columns` works on row dicts with numpy alone (the forecast path of a shipped
+  network); :func:`physics_frame` is the same on a DataFrame.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
 from fleet.precision import Precision, bytes_per_element, parse_precision
 from layerwise.layers import LAYER_TYPES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TILE = 128
 LAUNCH_MS = 0.005
@@ -76,94 +81,139 @@ def _hw_device(row: Mapping) -> tuple[float, ...]:
             float(row.get("hw_tdp_w", DEFAULT_TDP_W) or DEFAULT_TDP_W))
 
 
-def device_frame(rows: pd.DataFrame) -> pd.DataFrame:
-    """:data:`DEVICE_COLUMNS` per row, from the catalog by ``gpu`` (else the ``hw_*`` columns)."""
-    gpu = rows["gpu"].astype(str) if "gpu" in rows.columns else pd.Series("", index=rows.index)
-    prec = rows["precision"] if "precision" in rows.columns else pd.Series("fp32", index=rows.index)
-    has_hw = "hw_peak_tflops" in rows.columns
-    keys = pd.DataFrame({"gpu": gpu, "precision": prec.astype(str)})
-    values: dict[tuple[str, str], tuple[float, ...]] = {}
-    for (name, p_text), idx in keys.groupby(["gpu", "precision"], sort=False).groups.items():
+def _device_of(record: Mapping, p_text: str, label: Any) -> tuple[float, ...]:
+    """:data:`DEVICE_COLUMNS` of one record: the catalog by ``gpu``, else its ``hw_*`` values."""
+    try:
+        p = parse_precision(p_text)
+    except ValueError as exc:
+        raise PhysicsError(f"row {label}: {exc}") from None
+    name = str(record.get("gpu", ""))
+    hw_kind = str(record.get("hw_kind", "gpu")) if "hw_peak_tflops" in record else "gpu"
+    try:
+        if hw_kind == "cpu" or not name.strip() or name == "nan":
+            raise UnknownGpuError(name, [])
+        return _gpu_device(name, p)
+    except UnknownGpuError as exc:
+        if "hw_peak_tflops" not in record:
+            raise PhysicsError(f"row {label}: {exc}") from None
         try:
-            p = parse_precision(p_text)
-        except ValueError as exc:
-            raise PhysicsError(f"row {idx[0]}: {exc}") from None
-        first = rows.loc[idx[0]]
-        hw_kind = str(first.get("hw_kind", "gpu")) if has_hw else "gpu"
-        try:
-            if hw_kind == "cpu" or not name.strip() or name == "nan":
-                raise UnknownGpuError(name, [])
-            values[(name, p_text)] = _gpu_device(name, p)
-        except UnknownGpuError as exc:
-            if not has_hw:
-                raise PhysicsError(f"row {idx[0]}: {exc}") from None
-            try:
-                values[(name, p_text)] = _hw_device(first)
-            except PhysicsError as inner:
-                raise PhysicsError(f"row {idx[0]}: {inner}") from None
-    table = np.array([values[(g, p)] for g, p in zip(keys["gpu"], keys["precision"],
-                                                      strict=True)], dtype=float)
-    return pd.DataFrame(table.reshape(len(rows), len(DEVICE_COLUMNS)), index=rows.index,
-                        columns=list(DEVICE_COLUMNS))
+            return _hw_device(record)
+        except PhysicsError as inner:
+            raise PhysicsError(f"row {label}: {inner}") from None
 
 
-def _costs(rows: pd.DataFrame) -> pd.DataFrame:
-    """flops, bytes_in, bytes_out, weights, gemm m/n/k per row (one pass over the records)."""
-    layer = rows["layer"].astype(str)
-    for name in layer.unique():
+def _kind_costs(record: Mapping, label: Any) -> tuple[float, ...]:
+    """flops, bytes_in, bytes_out, weights, gemm m/n/k of one record."""
+    kind = LAYER_TYPES[str(record["layer"])]
+    try:
+        gemm = kind.gemm_shape(record) or (0, 0, 0)
+        return (kind.flops(record), kind.bytes_in(record), kind.bytes_out(record),
+                float(kind.weights(record)), *gemm)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise PhysicsError(f"row {label}: bad {kind.name} configuration ({exc})") from None
+
+
+def _check_kinds(records: Sequence[Mapping], columns: set[str]) -> None:
+    for name in sorted({str(r["layer"]) for r in records}):
         kind = LAYER_TYPES.get(name)
         if kind is None:
             raise PhysicsError(f"unknown layer kind {name!r}; known: {', '.join(LAYER_TYPES)}")
-        missing = [c for c in kind.columns if c not in rows.columns and c not in kind.flags]
+        missing = [c for c in kind.columns if c not in columns and c not in kind.flags]
         if missing:
             raise PhysicsError(f"{name} rows lack column(s): {', '.join(missing)}")
-    out = np.zeros((len(rows), 7))
-    for i, (index, record) in enumerate(zip(rows.index, rows.to_dict("records"), strict=True)):
-        kind = LAYER_TYPES[str(record["layer"])]
-        try:
-            gemm = kind.gemm_shape(record) or (0, 0, 0)
-            out[i] = (kind.flops(record), kind.bytes_in(record), kind.bytes_out(record),
-                      float(kind.weights(record)), *gemm)
-        except (KeyError, ValueError, TypeError) as exc:
-            raise PhysicsError(f"row {index}: bad {kind.name} configuration ({exc})") from None
-    return pd.DataFrame(out, index=rows.index,
-                        columns=["flops", "bytes_in", "bytes_out", "weights", "m", "n", "k"])
+
+
+def physics_columns(records: Sequence[Mapping], labels: Sequence[Any] | None = None,
+                    columns: set[str] | None = None) -> dict[str, np.ndarray]:
+    """Per record (one dict per row, every dict with the same keys): work (flops, bytes),
+    device, bounds and ratios (see the module rules); ``labels`` name rows in errors
+    (default: positions), ``columns`` are the keys every record has (default: the first's)."""
+    n = len(records)
+    labels = list(range(n)) if labels is None else list(labels)
+    columns = set(records[0]) if columns is None and n else (columns or set())
+    if n:
+        _check_kinds(records, columns)
+    cost = np.zeros((n, 7))
+    dev = np.zeros((n, len(DEVICE_COLUMNS)))
+    elem = np.zeros(n)
+    slots = np.zeros(n)
+    train = np.zeros(n)
+    devices: dict[tuple, tuple[float, ...]] = {}
+    has_prec, has_opt = "precision" in columns, "optimizer" in columns
+    for i, (rec, label) in enumerate(zip(records, labels, strict=True)):
+        cost[i] = _kind_costs(rec, label)
+        p_text = str(rec["precision"]) if has_prec else "fp32"
+        key = (str(rec.get("gpu", "")), p_text)
+        if key not in devices:
+            devices[key] = _device_of(rec, p_text, label)
+        dev[i] = devices[key]
+        elem[i] = _elem_bytes(rec["precision"] if has_prec else "fp32")
+        opt = str(rec["optimizer"]).strip().lower() if has_opt else "none"
+        if opt not in OPTIMIZER_SLOTS:
+            raise PhysicsError(f"row {label}: optimizer {opt!r} not in "
+                               f"{', '.join(OPTIMIZER_SLOTS)}")
+        slots[i] = OPTIMIZER_SLOTS[opt]
+        train[i] = float(opt != "none")
+    return _physics(cost, dev, elem, train, slots, labels)
+
+
+def _elem_bytes(precision: Any) -> float:
+    try:
+        return float(bytes_per_element(precision))
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _physics(cost: np.ndarray, dev: np.ndarray, elem: np.ndarray, train: np.ndarray,
+             slots: np.ndarray, labels: list[Any]) -> dict[str, np.ndarray]:
+    flops_1, bytes_in, bytes_out, weights, m, n, k = cost.T
+    d = {c: dev[:, j] for j, c in enumerate(DEVICE_COLUMNS)}
+    w_bytes = weights * elem
+    act = bytes_in + bytes_out
+    flops = flops_1 * (1.0 + train)
+    bytes_ = act + w_bytes + train * (act + w_bytes * (3.0 + 2.0 * slots))
+    gemm = m > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tiles = np.where(gemm, np.ceil(m / TILE) * np.ceil(n / TILE), 1.0)
+        sms = d["sm_count"]
+        wave_eff = np.where(gemm, tiles / (np.ceil(tiles / sms) * sms), 1.0)
+        compute_ms = flops / (d["peak_flops"] * wave_eff) * 1e3
+        memory_ms = bytes_ / d["bandwidth"] * 1e3
+    bound = np.maximum(np.maximum(compute_ms, memory_ms) + LAUNCH_MS, 1e-6)
+    out = {
+        "flops": flops, "bytes": bytes_, "weight_bytes": w_bytes, "train": train,
+        "slots": slots, "m": m, "n": n, "k": k, "tiles": tiles, "wave_eff": wave_eff,
+        "compute_ms": compute_ms, "memory_ms": memory_ms, "bound_ms": bound, **d,
+    }
+    finite = np.ones(len(bound), dtype=bool)
+    for values in out.values():
+        finite &= np.isfinite(values)
+    if not finite.all():
+        raise PhysicsError(f"row {labels[int(np.flatnonzero(~finite)[0])]}: non-finite work "
+                           "or bound (missing or non-numeric shape values)")
+    return out
+
+
+def device_frame(rows: pd.DataFrame) -> pd.DataFrame:
+    """:data:`DEVICE_COLUMNS` per row, from the catalog by ``gpu`` (else the ``hw_*`` columns)."""
+    import pandas as pd
+
+    records = rows.to_dict("records")
+    has_prec = "precision" in rows.columns
+    devices: dict[tuple, tuple[float, ...]] = {}
+    table = np.zeros((len(rows), len(DEVICE_COLUMNS)))
+    for i, (rec, label) in enumerate(zip(records, rows.index, strict=True)):
+        p_text = str(rec["precision"]) if has_prec else "fp32"
+        key = (str(rec.get("gpu", "")), p_text)
+        if key not in devices:
+            devices[key] = _device_of(rec, p_text, label)
+        table[i] = devices[key]
+    return pd.DataFrame(table, index=rows.index, columns=list(DEVICE_COLUMNS))
 
 
 def physics_frame(rows: pd.DataFrame) -> pd.DataFrame:
     """Per row: work (flops, bytes), device, bounds and ratios (see the module rules)."""
-    cost = _costs(rows)
-    dev = device_frame(rows)
-    prec = rows["precision"] if "precision" in rows.columns else pd.Series("fp32", index=rows.index)
-    elem = prec.map(bytes_per_element).astype(float)
-    opt = (rows["optimizer"].astype(str).str.strip().str.lower()
-           if "optimizer" in rows.columns else pd.Series("none", index=rows.index))
-    unknown = ~opt.isin(list(OPTIMIZER_SLOTS))
-    if unknown.any():
-        raise PhysicsError(f"row {rows.index[unknown][0]}: optimizer {opt[unknown].iloc[0]!r} "
-                           f"not in {', '.join(OPTIMIZER_SLOTS)}")
-    train = (opt != "none").astype(float)
-    slots = opt.map(OPTIMIZER_SLOTS).astype(float)
-    w_bytes = cost["weights"] * elem
-    act = cost["bytes_in"] + cost["bytes_out"]
-    flops = cost["flops"] * (1.0 + train)
-    bytes_ = act + w_bytes + train * (act + w_bytes * (3.0 + 2.0 * slots))
-    m, n = cost["m"], cost["n"]
-    gemm = m > 0
-    tiles = np.where(gemm, np.ceil(m / TILE) * np.ceil(n / TILE), 1.0)
-    sms = dev["sm_count"]
-    wave_eff = np.where(gemm, tiles / (np.ceil(tiles / sms) * sms), 1.0)
-    compute_ms = flops / (dev["peak_flops"] * wave_eff) * 1e3
-    memory_ms = bytes_ / dev["bandwidth"] * 1e3
-    bound = np.maximum(np.maximum(compute_ms, memory_ms) + LAUNCH_MS, 1e-6)
-    frame = pd.DataFrame({
-        "flops": flops, "bytes": bytes_, "weight_bytes": w_bytes, "train": train,
-        "slots": slots, "m": m, "n": n, "k": cost["k"], "tiles": tiles, "wave_eff": wave_eff,
-        "compute_ms": compute_ms, "memory_ms": memory_ms, "bound_ms": bound,
-        **{c: dev[c] for c in DEVICE_COLUMNS},
-    }, index=rows.index)
-    bad = ~np.isfinite(frame.to_numpy(float)).all(axis=1)
-    if bad.any():
-        raise PhysicsError(f"row {rows.index[bad][0]}: non-finite work or bound "
-                           "(missing or non-numeric shape values)")
-    return frame
+    import pandas as pd
+
+    cols = physics_columns(rows.to_dict("records"), rows.index, set(rows.columns))
+    return pd.DataFrame(cols, index=rows.index)

@@ -1,23 +1,33 @@
-"""Data-parallel scaling: the step time on N GPUs from the step time on one.
+"""Data-parallel scaling: the step time on N GPUs from the step time on one, per framework.
 
-Rule: ``step_N = step_1 x (1 + sync[p] x log2 N) + tensor_ms[p] x tensors x log2 N +
-(1 - overlap) x allreduce_N`` where ``allreduce_N`` is the ring all-reduce of the gradients
-(:func:`fleet.interconnect.allreduce_seconds`: parameters x bytes per element over the
-deployment's links), ``overlap`` the share of it hidden behind the backward pass, ``tensors``
-the network's weight tensors (layers with parameters), and ``sync[p]`` / ``tensor_ms[p]`` the
-per-doubling costs of keeping N replicas in step, per precision class ``p`` (``half``:
-fp16/bf16, ``full``: fp32/tf32). In the Lambda logs the per-tensor term dominates: at 8 GPUs an
-fp16 ResNet or Inception step is 1.8-2.1x the 1-GPU step on every GPU model and link (NVLink,
-NVSwitch or PCIe alike) while fp16 AlexNet and VGG-16 (16 and 32 weight tensors) scale
-perfectly, and the all-reduce itself is a few percent of the step. Fitted (costs >= 0,
-0 <= overlap <= 1) on multi-GPU runs, minimising squared log error; the interval comes from
-the log residuals of fits that left the run's GPU model out (``residuals``), else in-sample.
+:func:`data_parallel_step` is the entry point: the request's framework picks the mechanism
+(:data:`STRATEGIES`): ``tensorflow`` -> ``replicated`` (TensorFlow 1.x replicated variables,
+:class:`DataParallelScaling` below, fitted on the Lambda tf_cnn_benchmarks logs), ``pytorch``
+-> ``ddp`` (DistributedDataParallel: bucketed NCCL all-reduce behind the backward pass,
+:func:`models.torch_parallel.ddp_step`, physics only); ``dp`` (``torch.nn.DataParallel``,
+fitted on torchvision_bench) when asked for by name.
+
+TensorFlow replicated variables, rule: ``step_N = step_1 x (1 + sync[p] x log2 N) +
+tensor_ms[p] x tensors x log2 N + (1 - overlap) x allreduce_N`` where ``allreduce_N`` is the
+ring all-reduce of the gradients (:func:`fleet.interconnect.allreduce_seconds`: parameters x
+bytes per element over the deployment's links), ``overlap`` the share of it hidden behind the
+backward pass, ``tensors`` the network's weight tensors (layers with parameters), and
+``sync[p]`` / ``tensor_ms[p]`` the per-doubling costs of keeping N replicas in step, per
+precision class ``p`` (``half``: fp16/bf16, ``full``: fp32/tf32). In the Lambda logs the
+per-tensor term dominates: at 8 GPUs an fp16 ResNet or Inception step is 1.8-2.1x the 1-GPU
+step on every GPU model and link (NVLink, NVSwitch or PCIe alike) while fp16 AlexNet and
+VGG-16 (16 and 32 weight tensors) scale perfectly, and the all-reduce itself is a few percent
+of the step. Fitted (costs >= 0, 0 <= overlap <= 1) on multi-GPU runs, minimising squared log
+error; the interval comes from the log residuals of fits that left the run's GPU model out
+(``residuals``), else in-sample.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -27,10 +37,20 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 
 from fleet.deployment import Deployment
+from fleet.framework import parse_framework
 from fleet.interconnect import allreduce_seconds
 from fleet.precision import bytes_per_element, parse_precision
+from models.torch_parallel import (
+    GRAD_BYTES,
+    DataParallelFit,
+    ddp_step,
+    gradient_allreduce_ms,
+    layers_of,
+)
 
 DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "scaling.json"
+STRATEGIES = {"tensorflow": "replicated", "pytorch": "ddp"}  # a framework's default
+KNOWN_STRATEGIES = ("replicated", "ddp", "dp")
 
 
 def weight_tensors(net: Any) -> int:
@@ -159,3 +179,75 @@ class DataParallelScaling(BaseEstimator):
 def shipped_scaling() -> DataParallelScaling:
     """The constants shipped in ``models/data/scaling.json`` (read once per process)."""
     return DataParallelScaling.load()
+
+
+@lru_cache(maxsize=1)
+def shipped_dp() -> DataParallelFit:
+    """The ``torch.nn.DataParallel`` constants shipped in ``models/data/scaling_pytorch.json``."""
+    return DataParallelFit.load()
+
+
+@dataclass(frozen=True)
+class ParallelStep:
+    """One data-parallel step: ms with its interval, the mechanism and what it added."""
+
+    ms: float
+    low_ms: float
+    high_ms: float
+    strategy: str  # replicated | ddp | dp
+    allreduce_ms: float  # the gradients' all-reduce(s), end to end
+    details: dict[str, Any]
+
+
+def data_parallel_step(framework: str, step1_ms: float, deployment: Deployment,
+                       precision: str = "fp32", layers: Sequence[Mapping[str, Any]] = (),
+                       strategy: str | None = None) -> ParallelStep:
+    """The step on ``deployment`` (N GPUs, each with the 1-GPU per-device batch) from the
+    1-GPU step, by the mechanism of ``framework`` (module rules; ``strategy`` overrides it).
+
+    ``layers``: the layerwise forecast's per-layer entries (``ms``, ``params``) in forward
+    order: their parameters are the gradients, their times the shape of the backward pass.
+    A 1-GPU deployment returns the step unchanged."""
+    fw = parse_framework(framework).value
+    strategy = strategy or STRATEGIES[fw]
+    if strategy not in KNOWN_STRATEGIES:
+        raise ValueError(f"unknown data-parallel strategy {strategy!r}; known: "
+                         f"{', '.join(KNOWN_STRATEGIES)}")
+    net = layers_of(layers)
+    params = sum(layer.params for layer in net)
+    n = deployment.count
+    if strategy == "ddp":
+        got = ddp_step(step1_ms, net, deployment)
+        return ParallelStep(got.ms, got.low_ms, got.high_ms, strategy, got.allreduce_ms,
+                            {"buckets": got.buckets, "exposed_ms": got.exposed_ms,
+                             "backward_ms": got.backward_ms,
+                             "gradient_bytes_per_param": GRAD_BYTES})
+    if strategy == "dp":
+        ar = gradient_allreduce_ms(params, deployment)
+        fit = shipped_dp()
+        ms, low, high = fit.step(step1_ms, n, len(net), ar)
+        return ParallelStep(ms, low, high, strategy, ar, fit.to_dict())
+    ar = allreduce_ms(params, precision, deployment)
+    model = shipped_scaling()
+    tensors = sum(1 for layer in net if layer.params)
+    ms, low, high = model.step(step1_ms, ar, n, precision, tensors)
+    return ParallelStep(ms, low, high, strategy, ar,
+                        {"overlap": model.overlap_, "sync": model.sync_,
+                         "tensor_ms": model.tensor_ms_, "tensors": tensors})
+
+
+def rescale_parallel_step(framework: str, step_ms: float, source: Deployment,
+                          target: Deployment, precision: str = "fp32",
+                          layers: Sequence[Mapping[str, Any]] = (),
+                          strategy: str | None = None) -> ParallelStep:
+    """The step on ``target`` from a step measured on ``source`` (same per-device batch): the
+    1-GPU step that gives ``step_ms`` on ``source`` under :func:`data_parallel_step` (found by
+    fixed-point iteration; the added time shrinks with the step), then that step on ``target``."""
+    step1 = float(step_ms)
+    if source.count > 1:
+        for _ in range(50):
+            got = data_parallel_step(framework, step1, source, precision, layers, strategy).ms
+            if abs(got - step_ms) <= 1e-9 * step_ms:
+                break
+            step1 = max(step1 * step_ms / got, 1e-6)
+    return data_parallel_step(framework, step1, target, precision, layers, strategy)

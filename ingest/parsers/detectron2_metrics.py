@@ -40,12 +40,13 @@ from ingest.parsers.history_common import (
     facts,
     history_context,
     json_number,
+    json_objects,
     positive_int,
     read_yaml,
     sibling,
     split_warmup,
+    timed_marks,
 )
-from ingest.validate import loads
 
 FORMAT = "detectron2"
 LABEL = "Detectron2 metrics.json"
@@ -103,16 +104,7 @@ def context(path: Path, source: str, overrides: Overrides) -> HistoryContext:
 def _records(lines: Iterable[str]) -> tuple[list[list[tuple[int, float, int]]], int]:
     runs: list[list[tuple[int, float, int]]] = []
     evals = 0
-    for number_, raw in enumerate(lines, start=1):
-        text = raw.strip()
-        if not text:
-            continue
-        try:
-            obj = loads(text)
-        except (ValueError, RecursionError):
-            raise ParseError(f"not a JSON line (cut?): {text[:60]!r}", line=number_) from None
-        if not isinstance(obj, dict):
-            raise ParseError("a metrics.json line must be a JSON object", line=number_)
+    for number_, obj in json_objects(lines, "metrics.json", " (cut?)"):
         if "time" not in obj:
             evals += "iteration" in obj
             continue
@@ -134,11 +126,7 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
     config = ctx.config if isinstance(ctx, HistoryContext) else {}
     parsed = []
     for run in runs:
-        marks, total, done = [], 0.0, 0
-        for iteration, seconds, _ in run:
-            total += (iteration + 1 - done) * seconds
-            done = iteration + 1
-            marks.append((float(done), total))
+        marks, total = timed_marks((iteration + 1, seconds) for iteration, seconds, _ in run)
         if len(run) < 2 or total <= 0:
             continue
         steps = run[-1][0] + 1

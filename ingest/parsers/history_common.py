@@ -27,6 +27,10 @@ Rules
   segment the warm-up cannot be separated and ``meta["warmup"]`` says so.
 * **Points** (:func:`curve_points`): progress marks inside a segment, clamped into the
   segment and made non-decreasing, ending with the segment's own end.
+* JSON-lines files are read with :func:`json_objects` (blank lines skipped; a line that is not
+  a JSON object is a ParseError at its line); records of a per-step time (a median or mean
+  over a window) become progress marks with :func:`timed_marks` (each record: its time per
+  step times the steps since the record before).
 * Numbers are read with :func:`number` / :func:`whole`: a value that is not finite, or a
   whole number longer than :data:`MAX_DIGITS` digits, is a ParseError at its line; a segment
   faster than :data:`MIN_STEP_SECONDS` per step is one too (:func:`build_run`).
@@ -38,13 +42,14 @@ import json
 import math
 import re
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fleet.deployment import Deployment
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
 from ingest.parsers.steps import WARMUP_FACTOR
+from ingest.validate import loads
 
 MAX_CONFIG_BYTES = 2_000_000
 MAX_DIGITS = 18
@@ -172,6 +177,37 @@ def json_number(obj: Mapping[str, object], key: str, line: int,
     if not math.isfinite(out):
         raise ParseError(f"'{key}' must be a finite number, got {str(value)[:40]}", line=line)
     return out
+
+
+def json_objects(lines: Iterable[str], what: str,
+                 cut: str = "") -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a JSON-lines file; a line that is not
+    JSON (the message says ``not a JSON line`` + ``cut``, e.g. `` (cut?)``) or not an object
+    (``a <what> line must be a JSON object``) is a ParseError at its line."""
+    for number_, raw in enumerate(lines, start=1):
+        text = raw.strip()
+        if not text:
+            continue
+        try:
+            obj = loads(text)
+        except (ValueError, RecursionError):
+            raise ParseError(f"not a JSON line{cut}: {text[:60]!r}", line=number_) from None
+        if not isinstance(obj, dict):
+            raise ParseError(f"a {what} line must be a JSON object", line=number_)
+        yield number_, obj
+
+
+def timed_marks(records: Iterable[tuple[int, float]]) -> tuple[list[tuple[float, float]], float]:
+    """Progress marks (steps done, seconds so far) and the total seconds of records ``(steps
+    done, seconds per step)``: each record's time per step times the steps since the one
+    before (the first: since step 0)."""
+    marks: list[tuple[float, float]] = []
+    total, done = 0.0, 0
+    for steps, per_step in records:
+        total += (steps - done) * per_step
+        done = steps
+        marks.append((float(steps), total))
+    return marks, total
 
 
 def clock_seconds(text: str, what: str, line: int) -> int:

@@ -231,6 +231,33 @@ def job_facts(params: Mapping[str, object], devices: int | None = None) -> JobFa
     return facts
 
 
+def flag_devices(deployment: str | None) -> int | None:
+    """The devices a ``--deployment`` flag names (``"8x A100"``: 8), else None (no flag, or
+    one that names no deployment)."""
+    if not deployment:
+        return None
+    try:
+        return Deployment.parse(deployment).count
+    except ValueError:
+        return None
+
+
+def facts_meta(facts: JobFacts) -> dict[str, object]:
+    """What a run's meta reports of its facts, where they hold something: ``facts_from``
+    (fact -> the name that gave it), ``ignored_params`` (the first ten), ``warnings``,
+    ``epochs_planned``."""
+    meta: dict[str, object] = {}
+    if facts.source:
+        meta["facts_from"] = facts.source
+    if facts.ignored:
+        meta["ignored_params"] = facts.ignored[:10]
+    if facts.warnings:
+        meta["warnings"] = list(facts.warnings)
+    if facts.epochs is not None:
+        meta["epochs_planned"] = facts.epochs
+    return meta
+
+
 def flatten(tree: object, prefix: str = "", limit: int = 10_000,
             depth: int = 4) -> dict[str, object]:
     """A nested mapping (YAML/JSON config) as ``{"a.b": value}``; W&B's ``{"value": v, "desc":

@@ -63,13 +63,14 @@ from ingest.parsers.history_common import (
     facts,
     history_context,
     json_number,
+    json_objects,
     number,
     read_text,
     sibling,
     split_warmup,
+    timed_marks,
     whole,
 )
-from ingest.validate import loads
 
 FORMAT = "mmengine"
 LABEL = "MMEngine"
@@ -304,16 +305,7 @@ def _parse_text(lines: list[str], ctx: ParseContext) -> list[ParsedRun]:
 def _parse_scalars(lines: list[str], ctx: ParseContext) -> list[ParsedRun]:
     runs: list[list[tuple[int, float, float | None, int]]] = []
     evals = 0
-    for number_, raw in enumerate(lines, start=1):
-        text = raw.strip()
-        if not text:
-            continue
-        try:
-            obj = loads(text)
-        except (ValueError, RecursionError):
-            raise ParseError(f"not a JSON line: {text[:60]!r}", line=number_) from None
-        if not isinstance(obj, dict):
-            raise ParseError("a scalars.json line must be a JSON object", line=number_)
+    for number_, obj in json_objects(lines, "scalars.json"):
         if "lr" not in obj and "base_lr" not in obj:
             evals += 1
             continue
@@ -329,11 +321,7 @@ def _parse_scalars(lines: list[str], ctx: ParseContext) -> list[ParsedRun]:
         runs[-1].append((int(step), mean, epoch, number_))
     parsed = []
     for run in runs:
-        marks, total, prev = [], 0.0, 0
-        for step, mean, _, _ in run:
-            total += (step - prev) * mean
-            prev = step
-            marks.append((float(step), total))
+        marks, total = timed_marks((step, mean) for step, mean, _, _ in run)
         if total <= 0 or len(run) < 2:
             continue
         epochs = [e for _, _, e, _ in run if e is not None]

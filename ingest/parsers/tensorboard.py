@@ -41,10 +41,9 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from fleet.deployment import Deployment
 from ingest.events import ParseContext, ParsedRun, ParseError
 from ingest.parsers import wire
-from ingest.parsers.hparams import flatten, job_facts
+from ingest.parsers.hparams import facts_meta, flag_devices, flatten, job_facts
 from ingest.parsers.steps import Mark, is_eval, progress_key, train_segments
 
 FORMAT = "tensorboard"
@@ -205,13 +204,8 @@ def decode(data: bytes) -> list[str]:
 
 def sniff(head: list[str]) -> bool:
     """True if the first decoded record is an event file's version record."""
-    if not head:
-        return False
-    try:
-        first = json.loads(head[0])
-    except ValueError:
-        return False
-    return isinstance(first, dict) and str(first.get("fv", "")).startswith("brain.Event")
+    first = wire.first_decoded(head)
+    return first is not None and str(first.get("fv", "")).startswith("brain.Event")
 
 
 # --- side files -------------------------------------------------------------------------------
@@ -335,13 +329,7 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
     params: dict[str, object] = dict(hparams)
     for key, value in dict(side.get("history_config") or {}).items():
         params.setdefault(key, value)
-    devices = None
-    if ctx.deployment:
-        try:
-            devices = Deployment.parse(ctx.deployment).count
-        except ValueError:
-            devices = None
-    facts = job_facts(params, devices)
+    facts = job_facts(params, flag_devices(ctx.deployment))
     batch = ctx.batch_size or facts.batch_size
     segments, meta = train_segments(series[tag], origin, batch)
     writer = str(side.get("history_writer") or "")
@@ -349,14 +337,7 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
     meta["clock_resolution_s"] = 1e-6
     if side.get("history_config_files"):
         meta["config_files"] = list(side["history_config_files"])
-    if facts.source:
-        meta["facts_from"] = facts.source
-    if facts.ignored:
-        meta["ignored_params"] = facts.ignored[:10]
-    if facts.warnings:
-        meta["warnings"] = list(facts.warnings)
-    if facts.epochs is not None:
-        meta["epochs_planned"] = facts.epochs
+    meta.update(facts_meta(facts))
     if side.get("history_validation_folder") or any(is_eval(t) for t in series):
         meta["validation_in_train_time"] = True
     marks = series[tag]

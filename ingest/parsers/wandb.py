@@ -42,7 +42,7 @@ from pathlib import Path
 from fleet.deployment import Deployment
 from ingest.events import ParseContext, ParsedRun, ParseError
 from ingest.parsers import wire
-from ingest.parsers.hparams import flatten, job_facts
+from ingest.parsers.hparams import facts_meta, flag_devices, flatten, job_facts
 from ingest.parsers.steps import Mark, is_eval, progress_key, train_segments
 from ingest.validate import loads
 
@@ -167,13 +167,8 @@ def _field(kind: str) -> int:
 
 def sniff(head: list[str]) -> bool:
     """True if the first decoded record is a W&B header record."""
-    if not head:
-        return False
-    try:
-        first = json.loads(head[0])
-    except ValueError:
-        return False
-    return isinstance(first, dict) and first.get("w") == "header"
+    first = wire.first_decoded(head)
+    return first is not None and first.get("w") == "header"
 
 
 # --- side files -------------------------------------------------------------------------------
@@ -299,12 +294,7 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
         if not str(k).startswith("_wandb"):
             params.setdefault(k, v)
     deployment, gpu_from = _gpus(env, files)
-    devices = deployment.count if deployment else None
-    if devices is None and ctx.deployment:
-        try:
-            devices = Deployment.parse(ctx.deployment).count
-        except ValueError:
-            devices = None
+    devices = deployment.count if deployment else flag_devices(ctx.deployment)
     facts = job_facts(params, devices)
     batch = ctx.batch_size or facts.batch_size
     start = run.get("start")
@@ -317,14 +307,7 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
             meta[f"wandb_{name}"] = run[name]
     if gpu_from:
         meta["gpu_from"] = gpu_from
-    if facts.source:
-        meta["facts_from"] = facts.source
-    if facts.ignored:
-        meta["ignored_params"] = facts.ignored[:10]
-    if facts.warnings:
-        meta["warnings"] = list(facts.warnings)
-    if facts.epochs is not None:
-        meta["epochs_planned"] = facts.epochs
+    meta.update(facts_meta(facts))
     if any(is_eval(k) for k in series):
         meta["validation_in_train_time"] = True
     marks = series[key]

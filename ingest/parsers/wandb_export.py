@@ -28,9 +28,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from fleet.deployment import Deployment
 from ingest.events import ParseContext, ParsedRun, ParseError
-from ingest.parsers.hparams import flatten, job_facts
+from ingest.parsers.hparams import flag_devices, flatten, job_facts
 from ingest.parsers.steps import is_eval, progress_key, train_segments
 from ingest.parsers.wandb import history_marks, metadata_deployment, run_files
 from ingest.validate import loads
@@ -141,12 +140,7 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
     params = dict(files.get("config") or {})
     params = {k: v for k, v in flatten(params).items() if not k.startswith("_wandb")}
     deployment = metadata_deployment(files.get("metadata"))
-    devices = deployment.count if deployment else None
-    if devices is None and ctx.deployment:
-        try:
-            devices = Deployment.parse(ctx.deployment).count
-        except ValueError:
-            devices = None
+    devices = deployment.count if deployment else flag_devices(ctx.deployment)
     facts = job_facts(params, devices)
     batch = ctx.batch_size or facts.batch_size
     origin = _origin(rows)

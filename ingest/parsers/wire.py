@@ -20,10 +20,13 @@ Rules
 * **Protobuf** (:func:`fields`): tag varints, wire types 0 (varint), 1 (64-bit), 2 (length
   delimited), 5 (32-bit); groups (3, 4) and varints longer than 10 bytes are errors.
   :func:`message` gathers a message's fields by number (repeated fields in order).
+* **Decoded records**: the parsers' ``decode`` writes one JSON object a record;
+  :func:`first_decoded` reads the first one back for their ``sniff``.
 """
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 from collections.abc import Iterator
@@ -240,3 +243,15 @@ def packed(data: bytes, span: tuple[int, int], size: int) -> list[int]:
         raise WireError("packed field of a length that is not a multiple of its width")
     fmt = f"<{(end - start) // size}{'I' if size == 4 else 'Q'}"
     return list(struct.unpack_from(fmt, data, start))
+
+
+def first_decoded(head: list[str]) -> dict | None:
+    """The first line a parser's ``decode`` wrote (one JSON object a record) as a dict, else
+    None: what the binary formats' ``sniff`` looks at."""
+    if not head:
+        return None
+    try:
+        first = json.loads(head[0])
+    except ValueError:
+        return None
+    return first if isinstance(first, dict) else None

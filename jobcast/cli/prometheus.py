@@ -48,14 +48,10 @@ def _when(t: float | None) -> str:
 
 
 def _span(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    if minutes < 90:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
+    """``45s``, ``12m05s``, ``3h07m`` (whole seconds below 90 s)."""
+    from jobcast.service.check import span
+
+    return span(seconds, tenths_below=0.0)
 
 
 def ingest_prometheus(
@@ -105,7 +101,6 @@ def ingest_prometheus(
 ) -> None:
     """Read training jobs' traces from Prometheus into the store (finished jobs, idempotent)."""
     from ingest.prometheus import (
-        PrometheusError,
         fetch_jobs,
         parse_duration,
         parse_matcher,
@@ -113,7 +108,6 @@ def ingest_prometheus(
         store_jobs,
     )
     from ingest.prometheus.names import iso_time
-    from ingest.store import StoreError
 
     try:
         start, end = parse_time(since), parse_time(until)
@@ -136,21 +130,11 @@ def ingest_prometheus(
         ingest_kubernetes(client, opener, start, end, namespace=namespace,
                           max_series=max_series, max_points=max_points, traces=traces,
                           job_key=job_key_rule(job_key), as_json=as_json)
-    try:
-        with progress_bar("prometheus", disable=as_json) as advance:
-            fetched = fetch_jobs(
-                client, start, end, matchers=matchers, names=names, chunk=chunk_s,
-                stale_after=stale_s, max_chunks=max_chunks, max_points=max_points,
-                progress=lambda done, total: advance(done, total, "requests"))
-    except PrometheusError as exc:
-        fail(f"{exc} (nothing was written)")
-    finally:
-        client.close()
-    st = opener()
-    try:
-        report = store_jobs(st, fetched)
-    except StoreError as exc:
-        fail(f"{exc} (jobs written before it are kept; run the command again to add the rest)")
+    _, st, report = _fetch_then_store(
+        client, opener, "prometheus", as_json, lambda advance: fetch_jobs(
+            client, start, end, matchers=matchers, names=names, chunk=chunk_s,
+            stale_after=stale_s, max_chunks=max_chunks, max_points=max_points,
+            progress=lambda done, total: advance(done, total, "requests")), store_jobs)
     rejected = [{"source": e.source, "reason": e.reason} for e in report.rejected]
     if as_json:
         emit_json({
@@ -173,29 +157,39 @@ def ingest_prometheus(
     raise typer.Exit(1 if report.rejected else 0)
 
 
-def ingest_kubernetes(client, opener, start: float, end: float, *, namespace: str | None,
-                      max_series: int, max_points: int, traces: bool, job_key: str | None,
-                      as_json: bool) -> None:
-    """``ingest-prometheus --source kubernetes``: Jobs -> whole-job runs; exits."""
+def _fetch_then_store(client, opener, label: str, as_json: bool, fetch, store):
+    """``fetch(advance)`` under a progress bar named ``label``, closing ``client`` (a Prometheus
+    error writes nothing), then ``store(st, fetched)`` into the store ``opener`` opens only
+    then; an error of either fails the command. Returns (fetched, store, report)."""
     from ingest.prometheus import PrometheusError
-    from ingest.prometheus.kubernetes import fetch_k8s_jobs, store_k8s_jobs
     from ingest.store import StoreError
 
     try:
-        with progress_bar("kubernetes", disable=as_json) as advance:
-            fetched = fetch_k8s_jobs(
-                client, start, end, namespace=namespace, job_key_rule=job_key, traces=traces,
-                max_series=max_series, max_points=max_points,
-                progress=lambda done, total: advance(done, total, "jobs"))
+        with progress_bar(label, disable=as_json) as advance:
+            fetched = fetch(advance)
     except PrometheusError as exc:
         fail(f"{exc} (nothing was written)")
     finally:
         client.close()
     st = opener()
     try:
-        report = store_k8s_jobs(st, fetched)
+        report = store(st, fetched)
     except StoreError as exc:
         fail(f"{exc} (jobs written before it are kept; run the command again to add the rest)")
+    return fetched, st, report
+
+
+def ingest_kubernetes(client, opener, start: float, end: float, *, namespace: str | None,
+                      max_series: int, max_points: int, traces: bool, job_key: str | None,
+                      as_json: bool) -> None:
+    """``ingest-prometheus --source kubernetes``: Jobs -> whole-job runs; exits."""
+    from ingest.prometheus.kubernetes import fetch_k8s_jobs, store_k8s_jobs
+
+    fetched, st, report = _fetch_then_store(
+        client, opener, "kubernetes", as_json, lambda advance: fetch_k8s_jobs(
+            client, start, end, namespace=namespace, job_key_rule=job_key, traces=traces,
+            max_series=max_series, max_points=max_points,
+            progress=lambda done, total: advance(done, total, "jobs")), store_k8s_jobs)
     rejected = [{"source": e.source, "reason": e.reason} for e in report["rejected"]]
     if as_json:
         emit_json({**report, "rejected": rejected, "read": {

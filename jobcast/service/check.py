@@ -69,10 +69,10 @@ class Observed:
     notes: list[str] = field(default_factory=list)
 
 
-def span(seconds: float) -> str:
-    """``4.2s``, ``45s``, ``12m05s``, ``3h07m``."""
+def span(seconds: float, tenths_below: float = 10.0) -> str:
+    """``4.2s`` (below ``tenths_below`` seconds), ``45s``, ``12m05s``, ``3h07m``."""
     seconds = max(0.0, float(seconds))
-    if seconds < 10:
+    if seconds < tenths_below:
         return f"{seconds:.1f}s"
     if seconds < 90:
         return f"{seconds:.0f}s"

@@ -36,7 +36,7 @@ from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest
 from layerwise.forecast import forecast_network
 from models.calibration import ScaleCalibrator, network_key
-from models.scaling import allreduce_ms, shipped_scaling
+from models.scaling import data_parallel_step
 from models.selector import Relation, runs_bucket
 
 LAYERWISE_MODEL = "layerwise/default"
@@ -165,22 +165,23 @@ class LayerwiseRoute:
 
 def _data_parallel(req: JobRequest, gpu: str, count: int,
                    result: dict) -> tuple[float, float, float, dict[str, Any]]:
-    """(step s, low, high, details) of one data-parallel step: the per-device step plus the
-    exposed gradient all-reduce (:mod:`models.scaling`)."""
+    """(step s, low, high, details) of one data-parallel step from the per-device step, by
+    the request's framework's mechanism (:func:`models.scaling.data_parallel_step`: PyTorch
+    DDP's bucketed all-reduce behind the backward pass, TensorFlow 1.x's replicated
+    variables)."""
     deployment = (Deployment.parse(req.deployment) if req.deployment
                   else Deployment(gpu, count))
     ic = deployment.interconnect()
-    ar = allreduce_ms(result["params"], req.precision, deployment)
-    model = shipped_scaling()
     step1 = result["batch_seconds"] * 1000.0
-    tensors = sum(1 for layer in result.get("layers", []) if layer.get("params"))
-    ms, low, high = model.step(step1, ar, count, req.precision, tensors)
-    factor = ms / step1
+    got = data_parallel_step(req.framework, step1, deployment, req.precision,
+                             result.get("layers", []))
+    factor = got.ms / step1
     details = {"interconnect": ic.describe(), "assumed": list(ic.assumed),
-               "allreduce_ms": ar, "single_device_batch_seconds": result["batch_seconds"],
-               "scaling": {"overlap": model.overlap_, "sync": model.sync_}}
-    return (ms / 1000.0, result["low"] * factor * low / ms, result["high"] * factor * high / ms,
-            details)
+               "allreduce_ms": got.allreduce_ms,
+               "single_device_batch_seconds": result["batch_seconds"],
+               "scaling": {"strategy": got.strategy, **got.details}}
+    return (got.ms / 1000.0, result["low"] * factor * got.low_ms / got.ms,
+            result["high"] * factor * got.high_ms / got.ms, details)
 
 
 def calibrate(plain: Forecast, calibrator: ScaleCalibrator | None) -> Forecast:

@@ -5,11 +5,14 @@
 1. :class:`~layerwise.efficiency.EfficiencyPredictor` on every Justus (TF 1.10, six GPUs,
    forward and training step), NeuSight (PyTorch 2.1, five GPUs, forward) and measured
    (``layerwise/data/measured``: PyTorch 2.11 on an H100, four precisions, forward and
-   training step) row, with leave-one-chip-out intervals for unseen GPUs.
-2. :class:`~layerwise.compose.Composition` on the Lambda tf_cnn_benchmarks networks (1 GPU,
-   synthetic, training, fp32 and fp16, four GPUs), its interval from leave-one-GPU-out
-   residuals of the composition; and a PyTorch one (``composition-pytorch.json``) on the
-   measured H100 torchvision networks, its interval from leave-one-network-out residuals.
+   training step) row, with leave-one-chip-out intervals for unseen GPUs and, for GEMMs,
+   device-agnostic trees where a GPU lies beyond what its own rows or the training GPUs'
+   specs cover (``docs/layerwise-ops.md``).
+2. The compositions of :func:`~layerwise.corpora.network_fit.fit_shipped_compositions`:
+   TensorFlow on the Lambda tf_cnn_benchmarks networks (1 GPU, synthetic, training, fp32 and
+   fp16, four GPUs) and PyTorch (``composition-pytorch.json``) on ``torchvision_bench`` and the
+   measured H100 networks, each interval from residuals of GPUs left out inside the fit
+   (``docs/layerwise-pytorch.md``).
    ``benchmarks/layerwise_networks.py`` reports the stricter
    figure where the layer predictor also leaves the GPU out.
 """
@@ -21,17 +24,10 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 import layerwise.forecast  # noqa: F401  (every module loaded now: a long fit sees one version)
-from layerwise.compose import Composition
-from layerwise.corpora.network_fit import (
-    lambda_targets,
-    leave_one_gpu_out,
-    measured_targets,
-    network_sums,
-)
+from layerwise.corpora.network_fit import fit_shipped_compositions
 from layerwise.corpora.tables import load_justus, load_measured, load_neusight, shared_data_dir
 from layerwise.efficiency import EfficiencyPredictor
 from layerwise.predictor import DEFAULT_DIR
@@ -59,24 +55,16 @@ def build(out: Path, max_iter: int = 400, justus_rows: int = 0,
         summary.update(rows=int(len(rows)), justus_rows=int(len(j_rows)),
                        neusight_rows=int(len(n_rows)), measured_rows=int(len(m_rows)))
     fit_s = time.perf_counter() - start
-    targets = lambda_targets(shared_data_dir() / "lambda")
-    sums = network_sums(targets, predictor)
-    loo = leave_one_gpu_out(sums)
-    resid = np.log(loo["step_ms"] / loo["pred_ms"]).to_numpy()
-    predictor.composition_ = Composition().fit(sums, sums["step_ms"], residuals=resid)
-    torch_sums = network_sums(measured_targets(), predictor, framework="pytorch")
-    torch_loo = leave_one_gpu_out(torch_sums, by="network")
-    predictor.framework_compositions_ = {"pytorch": Composition().fit(
-        torch_sums, torch_sums["step_ms"],
-        residuals=np.log(torch_loo["step_ms"] / torch_loo["pred_ms"]).to_numpy())}
+    # the forms and targets of benchmarks/layerwise_networks_v3.py (docs/layerwise-pytorch.md)
+    comps = fit_shipped_compositions(predictor, shared_data_dir())
+    predictor.composition_ = comps["tensorflow"]
+    predictor.framework_compositions_ = {"pytorch": comps["pytorch"]}
     out.mkdir(parents=True, exist_ok=True)
     for old in ("predictor.json", "conv.npz", "dense.npz"):
         (out / old).unlink(missing_ok=True)
     predictor.save(out)
     summary.update(fit_seconds=round(fit_s, 1), composition=predictor.composition_.to_dict(),
-                   composition_loo_mape=float(loo["ape"].mean()),
                    pytorch_composition=predictor.framework_compositions_["pytorch"].to_dict(),
-                   pytorch_leave_one_network_out_mape=float(torch_loo["ape"].mean()),
                    bytes=int(sum(p.stat().st_size for p in out.iterdir())))
     return summary
 

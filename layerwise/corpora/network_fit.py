@@ -13,6 +13,7 @@ may be one trained without that chip (``predictors`` by chip).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from layerwise.compose import Composition, precision_class, price_layers
+from layerwise.as_run import cast_kernels, resolve, run_class
+from layerwise.compose import Composition, price_layers
 from layerwise.corpora.lambda_runs import read_lambda
 from layerwise.efficiency import chip_of
 from layerwise.network import decompose
@@ -42,8 +44,9 @@ def synthetic_training(frame: pd.DataFrame) -> pd.Series:
 
 
 def measured_targets(path: Path = MEASURED_NETWORKS) -> pd.DataFrame:
-    """This project's measured whole-network steps (``layerwise/data/measured``), as targets:
-    gpu (catalog name), network (zoo name), precision, batch_per_gpu, step_ms, chip."""
+    """The first H100 session's whole-network steps (``layerwise/data/measured``), as targets:
+    gpu (catalog name), network (zoo name), precision, batch_per_gpu, step_ms, chip. That
+    session ran ``fp32`` with TF32 off: its request is ``fp32-strict``."""
     from fleet.catalog import resolve_gpu
     from layerwise.zoo import resolve_name
 
@@ -51,7 +54,7 @@ def measured_targets(path: Path = MEASURED_NETWORKS) -> pd.DataFrame:
     out = pd.DataFrame({
         "gpu": table["gpu"].map(lambda g: resolve_gpu(str(g)).name),
         "network": table["network"].map(lambda n: resolve_name(str(n))),
-        "precision": table["precision"].astype(str),
+        "precision": table["precision"].astype(str).replace({"fp32": "fp32-strict"}),
         "batch_per_gpu": table["batch_size"].astype(int),
         "step_ms": table["step_ms"].astype(float), "runs": 1})
     out["chip"] = out["gpu"].map(chip_of)
@@ -66,52 +69,199 @@ def lambda_targets(root: Path, gpu_count: int = 1) -> pd.DataFrame:
     out = (part.groupby(["gpu", "network", "precision", "batch_per_gpu"], as_index=False)
            .agg(step_ms=("step_ms", "median"), runs=("step_ms", "size")))
     out["chip"] = out["gpu"].map(chip_of)
+    out["fw_version"] = "1.15"  # the Lambda systems ran TF 1.15 / 2.2 on pre-Ampere GPUs
     return out
 
 
 def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
                  framework: str = "tensorflow") -> pd.DataFrame:
-    """Targets plus sum_ms, low_ms, high_ms, kernels, precision_class per row.
+    """Targets plus sum_ms, low_ms, high_ms, memory_ms, kernels, precision_class, roofline_ms
+    and assumed (the precision as run) per row.
 
     ``predictors``: one predictor, or a mapping chip -> predictor with a ``"*"`` default.
+    Optional target columns: ``framework`` (else the argument), ``fw_version`` (what the
+    framework makes of fp32, :func:`layerwise.as_run.resolve`), ``optimizer`` (else
+    momentum; ``none`` = forward and backward without an update, priced as ``sgd``).
     """
     from layerwise.forecast import device_features
 
-    nets: dict[tuple[str, int], Any] = {}
+    nets: dict[tuple[str, int, str], Any] = {}
     records = []
     for t in targets.itertuples(index=False):
-        key = (str(t.network), int(t.batch_per_gpu))
+        fw = str(getattr(t, "framework", framework) or framework)
+        opt = str(getattr(t, "optimizer", TF_CNN_OPTIMIZER) or TF_CNN_OPTIMIZER)
+        opt = "sgd" if opt == "none" else opt
+        key = (str(t.network), int(t.batch_per_gpu), fw)
         if key not in nets:
-            nets[key] = decompose(t.network, batch_size=int(t.batch_per_gpu),
-                                  optimizer=TF_CNN_OPTIMIZER)
+            nets[key] = decompose(t.network, batch_size=int(t.batch_per_gpu), optimizer=opt,
+                                  framework=fw)
+        rows = nets[key].rows
         pred = (predictors.get(t.chip, predictors["*"]) if isinstance(predictors, Mapping)
                 else predictors)
         hw = device_features(str(t.gpu))
-        layers = price_layers(nets[key].rows, pred, hw, str(t.precision), True,
-                              TF_CNN_OPTIMIZER, framework)
+        version = getattr(t, "fw_version", None)
+        run = resolve(str(t.precision), fw, hw, None if pd.isna(version) else str(version))
+        layers = price_layers(rows, pred, hw, run, True, opt, fw)
         memory = ~layers["layer"].map(family_of).eq("gemm")
         records.append({"sum_ms": layers["ms"].sum(), "low_ms": layers["low_ms"].sum(),
+                        "floor_ms": layers["floor_ms"].sum(),
                         "memory_ms": layers.loc[memory, "ms"].sum(),
-                        "high_ms": layers["high_ms"].sum(), "kernels": int(layers["kernels"].sum()),
-                        "precision_class": precision_class(str(t.precision), hw)})
+                        "high_ms": layers["high_ms"].sum(),
+                        "kernels": int(layers["kernels"].sum()) + cast_kernels(run, rows, True),
+                        "precision_class": run_class(run, hw, rows),
+                        "roofline_ms": roofline_ms(rows, hw, run), "assumed": run.assumed,
+                        "peak_tflops": peak_tflops(hw, run.conv)})
     return pd.concat([targets.reset_index(drop=True), pd.DataFrame(records)], axis=1)
+
+
+def roofline_ms(rows: list[dict], hw: dict, run: Any) -> float:
+    """The plain roofline of a training step: per layer max(FLOPs / peak at its precision,
+    bytes / bandwidth), x3 (forward, input and weight gradients), summed."""
+    from fleet.catalog import resolve_gpu
+
+    spec = resolve_gpu(str(hw.get("hw_model") or hw["gpu"]))
+    bandwidth = spec.bandwidth_bytes_per_s
+    total = 0.0
+    for row in rows:
+        if row["layer"] == "view":
+            continue
+        p = run.for_kind(row["layer"])
+        half = 0.5 if p in ("fp16", "bf16") else 1.0
+        flops = float(row.get("flops", 0.0) or 0.0) / (spec.peak_tflops(p) * 1e12)
+        data = half * (float(row.get("bytes_in", 0.0) or 0.0)
+                       + float(row.get("bytes_out", 0.0) or 0.0)) / bandwidth
+        total += 3.0 * max(flops, data)
+    return 1000.0 * total
+
+
+def peak_tflops(hw: dict, precision: str) -> float:
+    """The catalog's peak TFLOP/s of the GPU at ``precision`` (tensor cores where it has them)."""
+    from fleet.catalog import resolve_gpu
+
+    return float(resolve_gpu(str(hw.get("hw_model") or hw["gpu"])).peak_tflops(precision))
+
+
+def _predict(comp: Composition, part: pd.DataFrame) -> np.ndarray:
+    extra = part["extra_ms"].to_numpy(float) if "extra_ms" in part.columns else \
+        np.zeros(len(part))
+    floor = part["floor_ms"].to_numpy(float) if "floor_ms" in part.columns else \
+        np.zeros(len(part))
+    return np.array([comp.step(r.sum_ms, r.low_ms, r.high_ms, int(r.kernels), r.precision_class,
+                               f) for r, f in zip(part.itertuples(), floor, strict=True)]) \
+        + extra[:, None]
+
+
+def inner_residuals(sums: pd.DataFrame, by: str, form: Mapping[str, Any] | None = None,
+                    folds: int = 5) -> np.ndarray:
+    """Log residuals of each row predicted by a composition fitted without its group (groups
+    of ``by``; at most ``folds`` folds of groups, assigned in sorted order)."""
+    groups = sorted(sums[by].unique())
+    fold_of = {g: i % folds for i, g in enumerate(groups)}
+    fold = sums[by].map(fold_of).to_numpy()
+    resid = np.zeros(len(sums))
+    for f in np.unique(fold):
+        train = fold != f
+        if train.sum() < 4 or (~train).sum() == 0:
+            continue
+        comp = Composition(**(form or {})).fit(sums.loc[train], sums.loc[train, "step_ms"])
+        pred = _predict(comp, sums.loc[~train])[:, 0]
+        resid[~train] = np.log(sums.loc[~train, "step_ms"].to_numpy(float)) - np.log(pred)
+    return resid
+
+
+def leave_one_out(sums: pd.DataFrame, by: str = "chip", form: Mapping[str, Any] | None = None,
+                  coverage: float = 0.9, inner: bool = True) -> pd.DataFrame:
+    """Per row: pred_ms, pred_low_ms, pred_high_ms from a composition fitted without the row's
+    group (``by``: ``chip`` for unseen GPUs, ``network`` for unseen networks); ``form``: the
+    :class:`Composition` parameters (``overlap_p``, ``subtract_floor``); with ``inner`` the
+    interval comes from residuals of groups left out inside the training part."""
+    sums = sums.reset_index(drop=True)
+    out = sums.copy()
+    pred = np.full((len(sums), 3), np.nan)
+    for group in sorted(sums[by].unique()):
+        train = (sums[by] != group).to_numpy()
+        part = sums.loc[train]
+        resid = inner_residuals(part, by, form) if inner else None
+        comp = Composition(coverage=coverage, **(form or {})).fit(
+            part, part["step_ms"], residuals=resid)
+        pred[~train] = _predict(comp, sums.loc[~train])
+    out["pred_ms"], out["pred_low_ms"], out["pred_high_ms"] = pred.T
+    out["ape"] = (out["pred_ms"] - out["step_ms"]).abs() / out["step_ms"] * 100.0
+    out["covered"] = ((out["step_ms"] >= out["pred_low_ms"])
+                      & (out["step_ms"] <= out["pred_high_ms"]))
+    return out
 
 
 def leave_one_gpu_out(sums: pd.DataFrame, coverage: float = 0.9,
                       by: str = "chip") -> pd.DataFrame:
     """Per row: predicted, low, high step ms from a composition fitted without its group
-    (``by``: ``chip``, or ``network`` for new networks on measured GPUs)."""
-    out = sums.copy()
-    for col in ("pred_ms", "pred_low_ms", "pred_high_ms"):
-        out[col] = np.nan
-    for chip in sorted(sums[by].unique()):
-        train = sums[by] != chip
-        comp = Composition(coverage=coverage).fit(sums.loc[train], sums.loc[train, "step_ms"])
-        for i in sums.index[~train]:
-            r = sums.loc[i]
-            out.loc[i, ["pred_ms", "pred_low_ms", "pred_high_ms"]] = comp.step(
-                r["sum_ms"], r["low_ms"], r["high_ms"], int(r["kernels"]), r["precision_class"])
-    out["ape"] = (out["pred_ms"] - out["step_ms"]).abs() / out["step_ms"] * 100.0
-    out["covered"] = ((out["step_ms"] >= out["pred_low_ms"])
-                      & (out["step_ms"] <= out["pred_high_ms"]))
+    (``by``: ``chip``, or ``network`` for new networks on measured GPUs); the interval from
+    the fit's own residuals (see :func:`leave_one_out` for nested ones)."""
+    return leave_one_out(sums, by=by, coverage=coverage, inner=False)
+
+
+def naive_roofline(sums: pd.DataFrame, by: str = "chip") -> np.ndarray:
+    """The plain roofline (``roofline_ms``) times one efficiency fitted without the row's
+    group (the geometric mean of measured / roofline)."""
+    pred = np.full(len(sums), np.nan)
+    ratio = np.log(sums["step_ms"].to_numpy(float) / sums["roofline_ms"].to_numpy(float))
+    for group in sums[by].unique():
+        test = (sums[by] == group).to_numpy()
+        pred[test] = sums.loc[test, "roofline_ms"].to_numpy(float) * math.exp(ratio[~test].mean())
+    return pred
+
+
+NEAREST_KEYS = ("suite", "network", "batch_per_gpu", "precision")
+
+
+def naive_nearest_gpu(sums: pd.DataFrame, by: str = "chip") -> np.ndarray:
+    """A GPU left out: the same job's step on the other GPU with the nearest peak FLOP/s (at
+    the precision as run), scaled by the ratio of peaks; NaN when no other GPU ran it."""
+    keys = [k for k in NEAREST_KEYS if k in sums.columns]
+    pred = np.full(len(sums), np.nan)
+    for _, grp in sums.groupby(keys):
+        for i, r in grp.iterrows():
+            other = grp[grp[by] != r[by]]
+            if other.empty:
+                continue
+            near = other.iloc[int(np.argmin(np.abs(np.log(other["peak_tflops"].to_numpy(float)
+                                                          / r["peak_tflops"]))))]
+            pred[sums.index.get_loc(i)] = near["step_ms"] * near["peak_tflops"] / r["peak_tflops"]
+    return pred
+
+
+# chosen by benchmarks/layerwise_networks_v3.py after seeing its figures
+# (docs/layerwise-pytorch.md)
+SHIPPED_FORMS = {"tensorflow": {"overlap_p": 0.0, "subtract_floor": True},
+                 "pytorch": {"overlap_p": 4.0, "subtract_floor": False}}
+
+
+def fit_shipped_compositions(predictor: Any, shared: Path) -> dict[str, Composition]:
+    """The shipped compositions: TensorFlow on the Lambda steps, PyTorch on every PyTorch
+    target (:func:`layerwise.corpora.torchvision_bench.pytorch_targets`, networks the zoo
+    decomposes), each in its :data:`SHIPPED_FORMS` form, its interval from residuals of GPUs
+    left out inside the fit."""
+    from layerwise.corpora.torchvision_bench import pytorch_targets
+
+    lam = lambda_targets(Path(shared) / "lambda").assign(framework="tensorflow")
+    torch_targets, _ = decomposable(pytorch_targets(Path(shared)))
+    out = {}
+    for fw, targets in (("tensorflow", lam), ("pytorch", torch_targets)):
+        sums = network_sums(targets, predictor, framework=fw)
+        form = SHIPPED_FORMS[fw]
+        resid = inner_residuals(sums, "chip", form, folds=int(sums["chip"].nunique()))
+        out[fw] = Composition(**form).fit(sums, sums["step_ms"], residuals=resid)
     return out
+
+
+def decomposable(targets: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Targets whose network the zoo decomposes without PyTorch, and the names left out."""
+    from layerwise.network import NetworkSpecError
+
+    bad = set()
+    for name, fw in targets[["network", "framework"]].drop_duplicates().itertuples(index=False):
+        try:
+            decompose(name, batch_size=1, framework=fw)
+        except NetworkSpecError:
+            bad.add(name)
+    return targets[~targets["network"].isin(bad)].reset_index(drop=True), sorted(bad)

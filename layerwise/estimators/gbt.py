@@ -1,8 +1,9 @@
 """Gradient-boosted trees on log time relative to the roofline estimate.
 
 Trained with scikit-learn's ``HistGradientBoostingRegressor``; the fitted trees are then
-exported to flat numpy arrays and evaluated in numpy, so a saved model loads without
-scikit-learn pickles and predicts identically on any scikit-learn version.
+exported to flat numpy arrays (:class:`layerwise.forest.Forest`) and evaluated in numpy, so a
+saved model loads without scikit-learn pickles and predicts identically on any scikit-learn
+version.
 """
 
 from __future__ import annotations
@@ -19,118 +20,9 @@ from layerwise.features import (
     hardware_signatures,
     known_device,
 )
+from layerwise.forest import Forest
 
-
-@dataclass
-class Forest:
-    """Flat arrays of a boosted forest.
-
-    Inner node ``i`` sends a row left when ``x[feature[i]] <= threshold[i]``. A child (or a
-    root) ``c >= 0`` is an inner node; ``c < 0`` is leaf ``~c`` with value ``value[~c]``.
-    """
-
-    feature: np.ndarray  # int16, per inner node
-    threshold: np.ndarray  # float64, per inner node (exact: rows near a split keep their side)
-    left: np.ndarray  # int32, per inner node
-    right: np.ndarray  # int32, per inner node
-    value: np.ndarray  # float64 (stored as float32), per leaf
-    roots: np.ndarray  # int32, per tree
-    baseline: float
-    depth: int
-
-    def predict(self, X: np.ndarray, chunk: int = 2048) -> np.ndarray:
-        """Sum of the trees' leaf values plus the baseline, for each row of ``X``."""
-        X = np.asarray(X, dtype=np.float64)
-        if len(X) * len(self.roots) > 400_000:  # many rows: one tree at a time over all rows
-            return self._predict_per_tree(X)
-        out = np.empty(len(X))
-        feature = self.feature.astype(np.intp)
-        for start in range(0, len(X), chunk):  # few rows: walk all trees at once
-            block = X[start:start + chunk]
-            node = np.broadcast_to(self.roots, (len(block), len(self.roots))).copy()
-            for _ in range(self.depth + 1):
-                rows, trees = np.nonzero(node >= 0)
-                if len(rows) == 0:
-                    break
-                inner = node[rows, trees]
-                go_left = block[rows, feature[inner]] <= self.threshold[inner]
-                node[rows, trees] = np.where(go_left, self.left[inner], self.right[inner])
-            out[start:start + chunk] = self.baseline + self.value[~node].sum(axis=1)
-        return out
-
-    def _predict_per_tree(self, X: np.ndarray) -> np.ndarray:
-        feature = self.feature.astype(np.intp)
-        total = np.zeros(len(X))
-        for root in self.roots:
-            node = np.full(len(X), root, dtype=np.int64)
-            rows = np.flatnonzero(node >= 0)
-            while len(rows):
-                inner = node[rows]
-                go_left = X[rows, feature[inner]] <= self.threshold[inner]
-                node[rows] = np.where(go_left, self.left[inner], self.right[inner])
-                rows = rows[node[rows] >= 0]
-            total += self.value[~node]
-        return self.baseline + total
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {
-            "feature": self.feature.astype(np.int16),
-            "threshold": self.threshold.astype(np.float64),
-            "left": self.left.astype(np.int32),
-            "right": self.right.astype(np.int32),
-            "value": self.value.astype(np.float32),
-            "roots": self.roots.astype(np.int32),
-        }
-
-    @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], baseline: float, depth: int) -> Forest:
-        return cls(
-            feature=arrays["feature"].astype(np.int16),
-            threshold=arrays["threshold"].astype(np.float64),
-            left=arrays["left"].astype(np.int32),
-            right=arrays["right"].astype(np.int32),
-            value=arrays["value"].astype(np.float64),
-            roots=arrays["roots"].astype(np.int32),
-            baseline=float(baseline),
-            depth=int(depth),
-        )
-
-    @classmethod
-    def from_sklearn(cls, model: Any) -> Forest:
-        """Export a fitted single-output ``HistGradientBoostingRegressor``."""
-        features, thresholds, lefts, rights, values, roots = [], [], [], [], [], []
-        n_inner = n_leaf = depth = 0
-        for (tree,) in model._predictors:  # one predictor per iteration (single output)
-            nodes = tree.nodes
-            if nodes["is_categorical"].any():
-                raise ValueError("categorical splits are not supported in the export")
-            leaf = nodes["is_leaf"].astype(bool)
-            # New index of every node: inner nodes count up from n_inner, leaves are ~index.
-            new = np.empty(len(nodes), dtype=np.int64)
-            new[~leaf] = n_inner + np.arange((~leaf).sum())
-            new[leaf] = ~(n_leaf + np.arange(leaf.sum()))
-            inner = nodes[~leaf]
-            features.append(inner["feature_idx"])
-            thresholds.append(inner["num_threshold"])
-            lefts.append(new[inner["left"].astype(np.int64)])
-            rights.append(new[inner["right"].astype(np.int64)])
-            values.append(nodes["value"][leaf])
-            roots.append(new[0])
-            depth = max(depth, int(nodes["depth"].max()))
-            n_inner += int((~leaf).sum())
-            n_leaf += int(leaf.sum())
-        return cls(
-            feature=np.concatenate(features).astype(np.int16),
-            threshold=np.concatenate(thresholds).astype(np.float64),
-            left=np.concatenate(lefts).astype(np.int32),
-            right=np.concatenate(rights).astype(np.int32),
-            # Leaf values are stored as float32 (relative error 6e-8 per leaf); the exported
-            # forest, not the sklearn object, makes every prediction, so fit and load agree.
-            value=np.concatenate(values).astype(np.float32).astype(np.float64),
-            roots=np.asarray(roots, dtype=np.int32),
-            baseline=float(np.ravel(model._baseline_prediction)[0]),
-            depth=depth,
-        )
+__all__ = ["Forest", "GbtEstimator"]
 
 
 TRANSFER_OFFSET = "log_compute_ms"

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from fleet.precision import bytes_per_element, parse_precision
 from layerwise.kinds.mapping import ACTIVATION_COST, NetworkSpecError, shape_text
@@ -32,6 +31,9 @@ from layerwise.kinds.space import (
     draw_optimizer,
     get_space,
 )
+
+if TYPE_CHECKING:  # annotations only: a forecast needs no pandas
+    import pandas as pd
 
 Row = Mapping[str, Any]
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, act_check, act_flops
@@ -21,6 +20,9 @@ from layerwise.kinds.window import (
     kernel_elements,
     window_check,
 )
+
+if TYPE_CHECKING:  # annotations only: a forecast needs no pandas
+    import pandas as pd
 
 
 def keras_activation(row: Row) -> str | None:

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from layerwise.kinds.base import LayerKind, Row
 from layerwise.kinds.mapping import square
 from layerwise.kinds.space import PADDINGS, FeatureSpace, draw_choice, draw_int, out_side
+
+if TYPE_CHECKING:  # annotations only: a forecast needs no pandas
+    import pandas as pd
 
 WINDOW_COLUMNS = ("batchsize", "matsize", "kernelsize", "strides", "padding")
 
@@ -65,6 +67,8 @@ def window_features(rows: pd.DataFrame) -> dict[str, pd.Series]:
     TensorFlow pads an odd SAME total explicitly before cuDNN (an extra copy of the input),
     which makes those configurations markedly slower: the ``pad_asym`` flag carries this.
     """
+    import pandas as pd
+
     n = pd.to_numeric(rows["matsize"], errors="coerce").astype(float)
     k = pd.to_numeric(rows["kernelsize"], errors="coerce").astype(float)
     s = pd.to_numeric(rows["strides"], errors="coerce").astype(float)

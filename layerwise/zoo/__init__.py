@@ -80,6 +80,27 @@ ALIASES: dict[str, str] = {
 }
 
 
+# keras.applications constructors (Keras 3, normalised): a name here is a Keras model for a
+# TensorFlow request even when the zoo ships no spec of it (it is then built with TensorFlow);
+# other names may be answered by a shipped PyTorch spec (``layerwise.zoo.torch_zoo``).
+KERAS_APPLICATIONS = frozenset({
+    "convnextbase", "convnextlarge", "convnextsmall", "convnexttiny", "convnextxlarge",
+    "densenet121", "densenet169", "densenet201", "efficientnetb0", "efficientnetb1",
+    "efficientnetb2", "efficientnetb3", "efficientnetb4", "efficientnetb5", "efficientnetb6",
+    "efficientnetb7", "efficientnetv2b0", "efficientnetv2b1", "efficientnetv2b2",
+    "efficientnetv2b3", "efficientnetv2l", "efficientnetv2m", "efficientnetv2s",
+    "inceptionresnetv2", "inceptionv3", "mobilenet", "mobilenetv2", "mobilenetv3large",
+    "mobilenetv3small", "nasnetlarge", "nasnetmobile", "resnet101", "resnet101v2", "resnet152",
+    "resnet152v2", "resnet50", "resnet50v2", "vgg16", "vgg19", "xception",
+})
+
+
+def is_keras_name(name: str) -> bool:
+    """``name`` (any spelling or alias) is a zoo network or a keras.applications model."""
+    key = _normalize(str(name))
+    return ALIASES.get(key, key) in CATALOG or key in KERAS_APPLICATIONS
+
+
 @dataclass
 class ZooSpec:
     """A shipped network: its layer occurrences (shapes without batch) and totals at batch 1.
@@ -206,6 +227,7 @@ def load(name: str) -> ZooSpec:
     return read_spec(_data_files()[resolve_name(name)])
 
 
-__all__ = ["ALIASES", "CATALOG", "DATA_DIR", "Entry", "ZooSpec", "aliases", "known_networks",
+__all__ = ["ALIASES", "CATALOG", "DATA_DIR", "KERAS_APPLICATIONS", "Entry", "ZooSpec", "aliases",
+           "is_keras_name", "known_networks",
            "layer_from_json", "layer_to_json", "load", "lookup", "read_spec", "resolve_name",
            "suggestions"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from history_checks import (
     report,
     stored,
 )
+from prom_server import free_port
 from typer.testing import CliRunner
 
 from ingest.events import ParseContext, ParseError
@@ -42,18 +42,12 @@ pytestmark = pytest.mark.slow
 runner = CliRunner()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """``mlflow server`` on 127.0.0.1 with a SQLite backend; the runs of the first
     generation (two experiments, one run left RUNNING)."""
     folder = tmp_path_factory.mktemp("mlflow")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     backend = f"sqlite:///{folder / 'mlflow.db'}"
     log = open(folder / "server.log", "w")  # noqa: SIM115 - closed in the finally below
@@ -179,7 +173,7 @@ def test_credentials_in_the_uri_are_refused_and_never_shown():
 
 
 def test_an_unreachable_server_is_one_clear_rejection():
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     started = time.monotonic()
     got = ingest_tracking(Store("sqlite://"), f"mlflow+http://127.0.0.1:{port}")
     [err] = got.rejected

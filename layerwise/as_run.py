@@ -1,0 +1,277 @@
+"""Precision as the framework runs it, and the step arithmetic both forecast paths share.
+
+A request's precision is what the user set in the framework; what runs depends on the framework
+and the GPU. :func:`resolve` turns (precision, framework, GPU) into a :class:`RunPrecision`:
+the precision of each kind of layer as the layer predictor prices it, and a sentence saying
+what was assumed. Rules:
+
+* ``fp32`` (the framework's default arithmetic) on a GPU with TF32 tensor cores (Ampere and
+  newer):
+
+  - PyTorch >= 1.12 (assumed when no version is given): cuDNN convolutions in **TF32**
+    (``torch.backends.cudnn.allow_tf32`` is True by default), matrix products (dense layers)
+    in FP32 (``torch.backends.cuda.matmul.allow_tf32`` is False). PyTorch 1.7-1.11: both TF32.
+  - TensorFlow >= 2.4 (assumed when no version is given): TF32 for both. TensorFlow 1.x and
+    < 2.4: FP32 for both.
+
+  On a GPU without TF32 (Volta, Turing, Pascal) or a CPU: FP32 everywhere.
+* ``fp32-strict``: FP32 everywhere, TF32 off (``allow_tf32 = False`` for both in PyTorch,
+  ``tf.config.experimental.enable_tensor_float_32_execution(False)`` in TensorFlow).
+* ``tf32``: TF32 for convolutions and matrix products (where the GPU has TF32).
+* ``fp16`` / ``bf16``: mixed precision (PyTorch AMP: autocast + GradScaler; Keras
+  ``mixed_float16``): convolutions and dense layers in half precision, memory-bound layers at
+  half the bytes except LayerNorm and softmax (autocast runs them in FP32), FP32 master
+  weights: each layer with weights adds two cast kernels to a training step (weight to half
+  in the forward pass, its gradient back to FP32) and one to a forward pass
+  (:func:`cast_kernels`).
+* ``fp16-pure``: the whole model in half precision (``model.half()``), no casts: used for
+  benchmarks that ran so (``torchvision_bench``), not a training recipe.
+
+:func:`step_from_dict` is the composition's step formula on its saved dict
+(:class:`layerwise.compose.Composition`): gpu = scale[class] x layer sum, cpu = kernel_ms x
+kernels; with ``overlap_p`` > 0 the two overlap, core = (gpu^p + cpu^p)^(1/p) (eager
+PyTorch launches kernels while the GPU runs earlier ones), else core = gpu + cpu; step =
+core + step_ms. With ``subtract_floor`` the layer sum loses the layers' per-call floors
+(each kind's smallest configuration, priced alike) before scaling. Imports only the catalog
+and the precision vocabulary (the fast path uses it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fleet.precision import Precision, parse_precision
+
+# a memory-bound op's backward pass moves about this multiple of its forward's bytes
+BACKWARD_RATIO = {"act": 1.5, "add": 0.5, "bn": 2.0, "pool": 1.5, "dwconv": 2.0, "ln": 2.0,
+                  "softmax": 1.5, "concat": 1.0, "pad": 1.0, "dropout": 1.0}
+DEFAULT_BACKWARD_RATIO = 1.5
+STRICT = "fp32-strict"
+PURE = "fp16-pure"
+_STRICT_SPELLINGS = {"fp32-strict", "strict-fp32", "fp32-no-tf32"}  # fleet.precision's too
+_PURE_SPELLINGS = {"fp16-pure", "pure-fp16", "half-pure"}
+REQUESTS = ("fp32", STRICT, "tf32", "fp16", "bf16", PURE)
+GEMM_CONV = ("conv", "dwconv")
+FP32_UNDER_AUTOCAST = ("ln", "softmax")
+WEIGHT_KINDS = ("conv", "dwconv", "dense")
+
+
+def request_precision(value: object) -> str:
+    """The request's precision: one of :data:`REQUESTS` (``fp32`` = the framework's default;
+    see the module rules). Raises ``ValueError`` for an unknown spelling."""
+    text = str(value).strip().lower().replace("_", "-").replace(" ", "-") \
+        if isinstance(value, str) else None
+    if text in _STRICT_SPELLINGS:
+        return STRICT
+    if text in _PURE_SPELLINGS:
+        return PURE
+    return parse_precision(value).value
+
+
+@dataclass(frozen=True)
+class RunPrecision:
+    """What runs: the predictor precision per kind of layer and what was assumed."""
+
+    request: str
+    conv: str
+    matmul: str
+    memory: str
+    norm: str
+    casts: bool
+    assumed: str
+
+    def for_kind(self, kind: str) -> str:
+        """The predictor precision of a layer kind."""
+        if kind in GEMM_CONV:
+            return self.conv
+        if kind == "dense":
+            return self.matmul
+        return self.norm if kind in FP32_UNDER_AUTOCAST else self.memory
+
+    @property
+    def uniform(self) -> bool:
+        return len({self.conv, self.matmul, self.memory, self.norm}) == 1
+
+
+def as_run_dict(run: RunPrecision) -> dict[str, str]:
+    """What a forecast says it assumed: the request, each kind's precision and the sentence."""
+    return {"request": run.request, "convolutions": run.conv, "matmuls": run.matmul,
+            "memory_bound": run.memory, "layernorm_softmax": run.norm, "assumed": run.assumed}
+
+
+def _version(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    parts = [p for p in str(text).split("+")[0].split(".") if p.isdigit()]
+    return (int(parts[0]), int(parts[1]) if len(parts) > 1 else 0) if parts else None
+
+
+def _has_tf32(hw: Mapping) -> bool:
+    if hw.get("hw_kind") == "cpu":
+        return False
+    try:
+        from fleet.catalog import resolve_gpu
+
+        return resolve_gpu(str(hw.get("hw_model") or hw["gpu"])).has_tensor_cores(Precision.TF32)
+    except (KeyError, ValueError):
+        return False
+
+
+def default_tf32(framework: str, version: str | None = None) -> tuple[bool, bool]:
+    """(convolutions, matmuls) in TF32 by default in ``framework`` (module rules)."""
+    v = _version(version)
+    if str(framework).lower() == "pytorch":
+        if v is not None and v < (1, 7):
+            return False, False
+        return True, v is not None and v < (1, 12)
+    if v is not None and v < (2, 4):
+        return False, False
+    return True, True
+
+
+def resolve(precision: object, framework: str, hw: Mapping,
+            version: str | None = None) -> RunPrecision:
+    """The :class:`RunPrecision` of a request (module rules); ``version`` of the framework,
+    None = a current one."""
+    req = request_precision(precision)
+    fw = "PyTorch" if str(framework).lower() == "pytorch" else "TensorFlow"
+    tf32 = _has_tf32(hw)
+    if req in ("fp16", "bf16"):
+        how = "autocast + GradScaler" if fw == "PyTorch" else \
+            "mixed_" + ("float16" if req == "fp16" else "bfloat16")
+        return RunPrecision(req, req, req, req, "fp32", True,
+                            f"{req} mixed precision ({how}): convolutions and matmuls in {req}, "
+                            "memory-bound layers at half the bytes (LayerNorm, softmax in fp32), "
+                            "weight casts priced as kernels")
+    if req == PURE:
+        return RunPrecision(req, "fp16", "fp16", "fp16", "fp16", False,
+                            "the whole model in fp16 (model.half()), no casts")
+    if req == STRICT or not tf32:
+        why = "TF32 off as asked" if req == STRICT else "no TF32 on this GPU"
+        if req == "tf32":
+            return RunPrecision(req, "fp32", "fp32", "fp32", "fp32", False,
+                                "tf32 asked, but this GPU has no TF32 tensor cores: fp32")
+        return RunPrecision(req, "fp32", "fp32", "fp32", "fp32", False, f"fp32 everywhere ({why})")
+    if req == "tf32":
+        return RunPrecision(req, "tf32", "tf32", "fp32", "fp32", False,
+                            "TF32 for convolutions and matmuls (as asked)")
+    conv, matmul = default_tf32(framework, version)
+    memory = "fp32"
+    text = {(True, False): f"{fw}'s default fp32: cuDNN convolutions in TF32, matmuls in fp32 "
+                           "(ask fp32-strict for no TF32, tf32 for TF32 matmuls too)",
+            (True, True): f"{fw}'s default fp32: TF32 for convolutions and matmuls (ask "
+                          "fp32-strict for no TF32)",
+            (False, False): f"{fw} {version}: fp32 everywhere (no TF32 before that version)"}
+    return RunPrecision(req, "tf32" if conv else "fp32", "tf32" if matmul else "fp32", memory,
+                        memory, False, text[(conv, matmul)])
+
+
+def run_class(run: RunPrecision, hw: Mapping, rows: Iterable[Mapping]) -> str:
+    """``tensor`` when the layers holding most of the network's GEMM FLOPs run on tensor
+    cores here, else ``fp32`` (the composition's precision class)."""
+    conv = dense = 0.0
+    for row in rows:
+        if row["layer"] in GEMM_CONV:
+            conv += float(row.get("flops", 0.0) or 0.0)
+        elif row["layer"] == "dense":
+            dense += float(row.get("flops", 0.0) or 0.0)
+    p = parse_precision(run.matmul if dense > conv else run.conv)
+    if p is Precision.FP32 or hw.get("hw_kind") == "cpu":
+        return "fp32"
+    try:
+        from fleet.catalog import resolve_gpu
+
+        return "tensor" if resolve_gpu(str(hw.get("hw_model") or hw["gpu"])) \
+            .has_tensor_cores(p) else "fp32"
+    except (KeyError, ValueError):
+        return "fp32"
+
+
+def cast_kernels(run: RunPrecision, rows: Iterable[Mapping], training: bool) -> int:
+    """Weight-cast kernels of a mixed-precision step (module rules): 2 per layer with weights
+    when training, 1 for a forward pass; 0 without casts."""
+    if not run.casts:
+        return 0
+    n = sum(1 for r in rows if r["layer"] in WEIGHT_KINDS and int(r.get("params", 0) or 0) > 0)
+    return n * (2 if training else 1)
+
+
+def _core(gpu: float, cpu: float, p: float) -> float:
+    if p <= 0 or cpu <= 0 or gpu <= 0:
+        return gpu + cpu
+    m = max(gpu, cpu)
+    return m * ((gpu / m) ** p + (cpu / m) ** p) ** (1.0 / p)
+
+
+def step_array(doc: Mapping, sums: np.ndarray, kernels: np.ndarray, pclass: np.ndarray,
+               floor: np.ndarray) -> np.ndarray:
+    """:func:`step_from_dict`'s ms for arrays of steps (the composition fit's model)."""
+    scales = doc["scale"]
+    fp32 = float(scales.get("fp32", 1.0))
+    scale = np.array([float(scales.get(c, fp32)) for c in pclass])
+    cut = floor if doc.get("subtract_floor") else 0.0
+    gpu = scale * np.maximum(sums - cut, 0.0)
+    cpu = float(doc["kernel_ms"]) * kernels
+    p = float(doc.get("overlap_p", 0.0) or 0.0)
+    core = gpu + cpu
+    if p > 0:
+        m = np.maximum(np.maximum(gpu, cpu), 1e-300)
+        smooth = m * ((gpu / m) ** p + (cpu / m) ** p) ** (1.0 / p)
+        core = np.where((gpu > 0) & (cpu > 0), smooth, core)
+    return core + float(doc["step_ms"])
+
+
+def step_from_dict(doc: Mapping, sums: tuple[float, float, float], kernels: int,
+                   pclass: str, floor: float = 0.0) -> tuple[float, float, float, float]:
+    """(ms, low, high, scale) of one step from the layer sums (module rules); with the
+    composition's ``subtract_floor`` the layers' per-call floors (``floor``, their sum) leave
+    the sums first: inside a network a layer's launch is the kernels' cost."""
+    scales = doc["scale"]
+    scale = float(scales.get(pclass, scales.get("fp32", 1.0)))
+    cpu = float(doc["kernel_ms"]) * kernels
+    p = float(doc.get("overlap_p", 0.0) or 0.0)
+    base = float(doc["step_ms"])
+    cut = float(floor) if doc.get("subtract_floor") else 0.0
+    ms = _core(scale * max(sums[0] - cut, 0.0), cpu, p) + base
+    low = min(ms * math.exp(float(doc["log_low"])),
+              _core(scale * max(sums[1] - cut, 0.0), cpu, p) + base)
+    high = max(ms * math.exp(float(doc["log_high"])),
+               _core(scale * max(sums[2] - cut, 0.0), cpu, p) + base)
+    return ms, low, high, scale
+
+
+def floor_queries(rows: list[dict], plan: list, queries: list[dict], training: bool,
+                  optimizer: str, precision: Any, framework: str, hw: dict,
+                  query: Any) -> dict[tuple[str, str], int]:
+    """Append the smallest configuration of each priced kind (its per-call floor: forward,
+    and the training step for GEMM kinds) to ``queries``; (kind, pass) -> query index."""
+    from layerwise.layers import get_layer  # the kinds: imported when a network is priced
+
+    out: dict[tuple[str, str], int] = {}
+    for i, method, _, train in plan:
+        kind = rows[i]["layer"]
+        if method != "predictor" or (kind, "none") in out:
+            continue
+        passes = ("none", optimizer) if training and train is not None else ("none",)
+        for opt in passes:
+            minimal = get_layer(kind).minimal_row(opt)
+            out[(kind, opt)] = len(queries)
+            queries.append(query(minimal, opt, precision, framework, hw))
+    return out
+
+
+def entry_floor(row: dict, training: bool, gemm_train: bool, optimizer: str, ms: np.ndarray,
+                floors: dict[tuple[str, str], int]) -> float:
+    """The floor of one priced entry under the same pass rules as its time (module rules)."""
+    kind = row["layer"]
+    f = float(ms[floors[(kind, "none")]])
+    if not training:
+        return f
+    if gemm_train:
+        return float(ms[floors[(kind, optimizer)]]) + (f if row.get("grad_input", True) else 0.0)
+    return f * (1.0 + BACKWARD_RATIO.get(kind, DEFAULT_BACKWARD_RATIO))

@@ -1,0 +1,384 @@
+"""Network forecasts with the roofline-efficiency predictor from its arrays: no pandas per call.
+
+:func:`forecast_fast` answers exactly what :func:`layerwise.forecast.forecast_network`
+answers (same keys, same numbers to float rounding; ``tests/layerwise/test_quick.py`` checks
+it on every shipped network, GPUs seen and unseen, four precisions, both frameworks, training
+and inference) for a network on a GPU of the catalog with a roofline-efficiency predictor
+(the shipped one by default). It returns None for anything else (a CPU, a per-layer-type
+predictor), and the caller takes the general path. Rules:
+
+* The layer pricing mirrors :func:`layerwise.compose.price_layers` and
+  :func:`layerwise.forecast.compose_step` (passes, backward ratios, kernels, the composition of
+  the request's framework and precision class, warnings) on row dicts; the trees are the
+  shipped :class:`layerwise.efficiency_arrays.EfficiencyArrays` (numpy, read once per
+  process). A change to those functions must be mirrored here (the test fails otherwise).
+* A network's rows scale with the batch: once two decompositions of the same network at two
+  batch sizes show every batch-dependent value exactly proportional to the batch (and all
+  else equal), later batch sizes are derived from them instead of decomposed again
+  (:class:`BatchScaled`); anything else (a value not exactly proportional) keeps decomposing.
+* Imports numpy, the catalog, the layer kinds and the zoo: not pandas, scikit-learn, scipy or
+  the per-type specialist (``layerwise.efficiency_arrays``): the layerwise part of a forecast
+  costs about 0.2 s in a fresh process (``docs/layerwise-latency.md``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections import OrderedDict
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fleet.catalog import UnknownGpuError, resolve_gpu
+from fleet.precision import Precision, parse_precision
+from layerwise.as_run import (
+    RunPrecision,
+    as_run_dict,
+    cast_kernels,
+    entry_floor,
+    floor_queries,
+    request_precision,
+    resolve,
+    run_class,
+    step_from_dict,
+)
+from layerwise.efficiency_arrays import EfficiencyArrays, as_records
+from layerwise.layers import LAYER_TYPES
+from layerwise.roofline import family_of
+
+SHIPPED_DIR = Path(__file__).resolve().parent / "data" / "default_predictor"
+# mirrors of layerwise.compose (kept equal by tests/layerwise/test_quick.py)
+BACKWARD_RATIO = {"act": 1.5, "add": 0.5, "bn": 2.0, "pool": 1.5, "dwconv": 2.0, "ln": 2.0,
+                  "softmax": 1.5, "concat": 1.0, "pad": 1.0, "dropout": 1.0}
+DEFAULT_BACKWARD_RATIO = 1.5
+ROUGH_INTERVAL = (0.3, 3.0)
+OUT = ("predicted_ms", "low_ms", "high_ms")
+NETWORK_CACHE = 64  # (network, optimizer, framework) decompositions kept per process
+
+
+class ShippedModel:
+    """The shipped trees and compositions (plain dicts of ``composition*.json``)."""
+
+    def __init__(self, arrays: EfficiencyArrays, compositions: Mapping[str, dict]):
+        self.arrays = arrays
+        self.compositions = dict(compositions)
+
+    def composition(self, framework: str) -> dict | None:
+        """The framework's own composition, else the default one (``composition.json``)."""
+        return self.compositions.get(str(framework)) or self.compositions.get("")
+
+
+def model_of(predictor: Any) -> ShippedModel | None:
+    """The arrays and compositions of a roofline-efficiency predictor (or of the shipped one
+    for None); None for any other predictor (e.g. a per-layer-type one)."""
+    if predictor is None:
+        return shipped_model()
+    eff = getattr(predictor, "network_model", predictor)
+    if not getattr(eff, "families_", None) or not hasattr(eff, "arrays"):
+        return None
+    comps = {k: c.to_dict() for k, c in
+             (getattr(predictor, "framework_compositions_", None) or {}).items()}
+    default = getattr(predictor, "composition_", None)
+    if default is not None:
+        comps[""] = default.to_dict()
+    return ShippedModel(eff.arrays(), comps)
+
+
+@lru_cache(maxsize=1)
+def shipped_model() -> ShippedModel | None:
+    """The shipped predictor read once (None when its folder holds no efficiency model)."""
+    if not (SHIPPED_DIR / "efficiency.json").is_file():
+        return None
+    arrays = EfficiencyArrays.load(SHIPPED_DIR)
+    comps: dict[str, dict] = {}
+    for file in sorted(SHIPPED_DIR.glob("composition*.json")):
+        key = file.stem.split("-", 1)[1] if "-" in file.stem else ""
+        comps[key] = json.loads(file.read_text())
+    return ShippedModel(arrays, comps)
+
+
+def _hw(device: str) -> dict | None:
+    """``device_features`` of a catalog GPU (None for a CPU or an unknown name)."""
+    text = str(device).strip()
+    if text.lower() == "cpu" or text.lower().startswith("cpu-"):
+        return None
+    try:
+        spec = resolve_gpu(text)
+    except UnknownGpuError:
+        return None
+    return {"gpu": text, **spec.hardware_features(), "hw_model": spec.name}
+
+
+def precision_class(precision: str, hw: Mapping) -> str:
+    """Mirror of :func:`layerwise.compose.precision_class`."""
+    p = parse_precision(precision)
+    if p is Precision.FP32 or hw.get("hw_kind") == "cpu":
+        return "fp32"
+    try:
+        return "tensor" if resolve_gpu(str(hw.get("hw_model") or hw["gpu"])) \
+            .has_tensor_cores(p) else "fp32"
+    except (KeyError, ValueError):
+        return "fp32"
+
+
+def step_ms(comp: Mapping | None, sums: tuple[float, float, float], kernels: int,
+            pclass: str, floor: float = 0.0) -> tuple[float, float, float, float]:
+    """(ms, low, high, scale) of one step: ``Composition.step``'s formula (shared)."""
+    if comp is None:  # Composition.identity()
+        comp = {"scale": {"fp32": 1.0, "tensor": 1.0}, "kernel_ms": 0.0, "step_ms": 0.0,
+                "log_low": 0.0, "log_high": 0.0}
+    return step_from_dict(comp, sums, kernels, pclass, floor)
+
+
+def rough_ms(row: Mapping, hw: Mapping, training: bool) -> float:
+    """Mirror of :func:`layerwise.compose.rough_ms`."""
+    peak = float(hw.get("hw_peak_tflops") or math.nan) * 1e12
+    bandwidth = float(hw.get("hw_bandwidth_gbs") or math.nan) * 1e9
+    compute = float(row.get("flops", 0.0)) / (0.3 * peak) if peak > 0 else 0.0
+    memory = (float(row.get("bytes_in", 0.0)) + float(row.get("bytes_out", 0.0))) / \
+        (0.5 * bandwidth) if bandwidth > 0 else 0.0
+    seconds = max(compute, memory) * (3.0 if training else 1.0)
+    return 1000.0 * seconds if math.isfinite(seconds) else 0.0
+
+
+def _query(row: Mapping, optimizer: str, precision: str | RunPrecision, framework: str,
+           hw: Mapping) -> dict:
+    kind = LAYER_TYPES[row["layer"]]
+    q = {c: row[c] for c in kind.columns if c in row}
+    if isinstance(precision, RunPrecision):
+        precision = precision.for_kind(row["layer"])
+    q.update(layer=row["layer"], optimizer=optimizer, precision=precision, framework=framework)
+    q.update({k: v for k, v in hw.items() if k == "gpu" or k.startswith("hw_")})
+    return q
+
+
+def price_entries(rows: list[dict], model: EfficiencyArrays, hw: Mapping,
+                  precision: str | RunPrecision,
+                  training: bool, optimizer: str, framework: str) -> list[dict]:
+    """One entry per network row: mirror of :func:`layerwise.compose.price_layers`."""
+    known = model.known_layers
+    queries: list[dict] = []
+    plan: list[tuple[int, str, int | None, int | None]] = []
+    for i, row in enumerate(rows):
+        kind = row["layer"]
+        if kind == "view" or kind not in known:
+            plan.append((i, "none" if kind == "view" else "unpriced", None, None))
+            continue
+        fwd = len(queries)
+        queries.append(_query(row, "none", precision, framework, hw))
+        train = None
+        if training and family_of(kind) == "gemm":
+            train = len(queries)
+            queries.append(_query(row, optimizer, precision, framework, hw))
+        plan.append((i, "predictor", fwd, train))
+    floors = floor_queries(rows, plan, queries, training, optimizer, precision, framework, hw,
+                           _query)
+    first: dict[tuple, int] = {}
+    distinct: list[dict] = []
+    slot = []
+    for q in queries:  # same kind -> same key order, so this equals compose's sorted key
+        key = (tuple(q), tuple(map(str, q.values())))
+        if key not in first:
+            first[key] = len(distinct)
+            distinct.append(q)
+        slot.append(first[key])
+    take = np.asarray(slot, dtype=int)
+    if distinct:
+        records, columns = as_records(distinct)
+        pred = model.predict_records(records, columns)
+        cols = {c: pred[c][take] for c in (*OUT, "extrapolated", "own_data")}
+    else:
+        cols = {c: np.zeros(0) for c in (*OUT, "extrapolated", "own_data")}
+    entries = [_entry(rows[i], method, fwd, train, cols, training, hw)
+               for i, method, fwd, train in plan]
+    for entry, (i, method, _, train) in zip(entries, plan, strict=True):
+        if method == "predictor":
+            entry["floor_ms"] = min(entry["low_ms"], entry_floor(
+                rows[i], training, train is not None, optimizer, cols["predicted_ms"], floors))
+    return entries
+
+
+def _entry(row: Mapping, method: str, fwd: int | None, train: int | None,
+           cols: Mapping[str, np.ndarray], training: bool, hw: Mapping) -> dict:
+    entry = {"name": row["name"], "layer": row["layer"], "keras_class": row["keras_class"],
+             "method": method, "flops": float(row["flops"]),
+             "params": int(row.get("params", 0) or 0), "ms": 0.0, "low_ms": 0.0,
+             "high_ms": 0.0, "kernels": 0, "extrapolated": False, "own_data": True,
+             "note": row.get("note", ""), "floor_ms": 0.0}
+    if method == "predictor":
+        f = np.array([cols[c][fwd] for c in OUT])
+        if not training:
+            total, kernels = f, 1
+        elif train is not None:
+            total = np.array([cols[c][train] for c in OUT])
+            kernels = 2
+            if row.get("grad_input", True):
+                total, kernels = total + f, 3
+        else:
+            total = f * (1.0 + BACKWARD_RATIO.get(row["layer"], DEFAULT_BACKWARD_RATIO))
+            kernels = 2
+        entry.update(ms=float(total[0]), low_ms=float(total[1]), high_ms=float(total[2]),
+                     kernels=kernels, extrapolated=bool(cols["extrapolated"][fwd]),
+                     own_data=bool(cols["own_data"][fwd]))
+    elif method == "unpriced":
+        ms = rough_ms(row, hw, training)
+        entry.update(method="roofline", ms=ms, low_ms=ms * ROUGH_INTERVAL[0],
+                     high_ms=ms * ROUGH_INTERVAL[1], kernels=3 if training else 1,
+                     own_data=False)
+        entry["note"] = (entry["note"] + "; " if entry["note"] else "") + \
+            "no layer kind: rough roofline (30 % of peak, 50 % of bandwidth)"
+    return entry
+
+
+def _warnings(net: Any, layers: list[dict]) -> list[str]:
+    """Mirror of the warnings of :func:`layerwise.forecast.compose_step`."""
+    warnings = list(net.warnings)
+    extrap = [e["name"] for e in layers if e["extrapolated"]]
+    if extrap:
+        warnings.append(f"{len(extrap)} layer(s) lie outside the measured shapes (e.g. "
+                        f"{extrap[0]}): efficiency held at the edge of the data, interval widened")
+    no_data = sorted({e["layer"] for e in layers
+                      if not e["own_data"] and e["method"] == "predictor"})
+    if no_data:
+        warnings.append(f"no timings of {', '.join(no_data)} layers in the training data: "
+                        "priced by the memory-bound family's trees, interval widened")
+    unpriced = [e["name"] for e in layers if e["method"] == "unpriced"]
+    if unpriced:
+        warnings.append(f"{len(unpriced)} layer(s) not priced (no kind): {', '.join(unpriced[:3])}")
+    return warnings
+
+
+class BatchScaled:
+    """A decomposition whose batch-dependent values are proportional to the batch: ``at(b)``
+    derives the network at batch ``b`` (per-image values times ``b``)."""
+
+    def __init__(self, ref: Any, per_image: list[dict[str, Any]]):
+        self.ref = ref
+        self.per_image = per_image  # per row: key -> value at batch 1 (scaled keys only)
+
+    @classmethod
+    def check(cls, a: Any, b: Any) -> BatchScaled | None:
+        """The scaling that turns ``a`` into ``b`` exactly, else None."""
+        ba, bb = int(a.batch_size), int(b.batch_size)
+        if ba == bb or len(a.rows) != len(b.rows):
+            return None
+        for f in dataclasses.fields(a):
+            if f.name not in ("rows", "batch_size") and getattr(a, f.name) != getattr(b, f.name):
+                return None
+        per_image = []
+        for ra, rb in zip(a.rows, b.rows, strict=True):
+            if list(ra) != list(rb):
+                return None
+            scaled = {}
+            for k, va in ra.items():
+                vb = rb[k]
+                if type(va) is not type(vb):
+                    return None
+                if va == vb:
+                    continue
+                one = _per_image(va, ba)
+                if one is None or type(va)(one * bb) != vb:
+                    return None
+                scaled[k] = one
+            per_image.append(scaled)
+        return cls(b, per_image)
+
+    def at(self, batch: int) -> Any:
+        rows = []
+        for row, scaled in zip(self.ref.rows, self.per_image, strict=True):
+            new = dict(row)
+            for k, one in scaled.items():
+                new[k] = type(row[k])(one * batch)
+            rows.append(new)
+        return dataclasses.replace(self.ref, batch_size=int(batch), rows=rows,
+                                   warnings=list(self.ref.warnings))
+
+
+def _per_image(value: Any, batch: int) -> Any:
+    """``value / batch`` when exact (ints and integer-valued floats), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int):
+        return value // batch if value % batch == 0 else None
+    one = value / batch
+    return one if one * batch == value and float(one).is_integer() else None
+
+
+_NETWORKS: OrderedDict[tuple, Any] = OrderedDict()
+
+
+def network_rows(network: Any, batch_size: int, optimizer: str, image_size: int | None,
+                 framework: str) -> Any:
+    """:func:`layerwise.network.decompose`, derived from earlier ones where exact (rules):
+    only for networks shipped in the zoo (a name always means the same layers)."""
+    from layerwise import zoo
+    from layerwise.network import decompose
+
+    if not isinstance(network, str) or zoo.lookup(network) is None:
+        return decompose(network, batch_size=batch_size, optimizer=optimizer,
+                         image_size=image_size, framework=framework)
+    key = (network, optimizer, image_size, framework)
+    state = _NETWORKS.get(key)
+    if isinstance(state, BatchScaled) and int(batch_size) >= 1:
+        _NETWORKS.move_to_end(key)
+        return state.at(batch_size)
+    net = decompose(network, batch_size=batch_size, optimizer=optimizer, image_size=image_size,
+                    framework=framework)
+    if state is None or state is False:
+        _NETWORKS[key] = net if state is None else False
+    else:
+        _NETWORKS[key] = BatchScaled.check(state, net) or False
+    while len(_NETWORKS) > NETWORK_CACHE:
+        _NETWORKS.popitem(last=False)
+    return net
+
+
+def forecast_fast(network: Any, *, device: str, batch_size: int, optimizer: str | None,
+                  image_size: int | None = None, precision: str = "fp32",
+                  framework: str = "tensorflow", predictor: Any = None,
+                  host_overhead_ms: float = 0.0) -> dict | None:
+    """``forecast_network``'s result (without epoch totals) for a network on a catalog GPU with
+    a roofline-efficiency predictor (None: the shipped one); None for any other request."""
+    hw = _hw(device)
+    model = model_of(predictor)
+    if hw is None or model is None:
+        return None
+    optimizer = "none" if optimizer in (None, "") else str(optimizer).lower()
+    net = network_rows(network, batch_size, optimizer, image_size, framework)
+    training = optimizer != "none"
+    run = resolve(request_precision(precision), framework, hw)
+    layers = price_entries(net.rows, model.arrays, hw, run, training, optimizer, framework)
+    pclass = run_class(run, hw, net.rows)
+    sums = tuple(math.fsum(e[c] for e in layers) for c in ("ms", "low_ms", "high_ms"))
+    comp = model.composition(framework)
+    floor = math.fsum(e["floor_ms"] for e in layers)
+    ms, low, high, scale = step_ms(comp, sums, int(sum(e["kernels"] for e in layers))
+                                   + cast_kernels(run, net.rows, training), pclass, floor)
+    cut = bool(comp and comp.get("subtract_floor"))
+    for e in layers:
+        f = e["floor_ms"] if cut else 0.0
+        e["ms"], e["low_ms"], e["high_ms"] = (max(e[c] - f, 0.0) * scale
+                                              for c in ("ms", "low_ms", "high_ms"))
+    overhead = ms - math.fsum(e["ms"] for e in layers)
+    warnings = _warnings(net, layers)
+    if (run.request, run.conv) in (("fp32", "tf32"), ("tf32", "fp32")):
+        warnings.append(f"precision {run.request} priced as run: {run.assumed}")
+    host = float(host_overhead_ms)
+    return {
+        "network": net.name, "gpu": hw["gpu"], "hw_kind": hw["hw_kind"],
+        "batch_size": int(net.batch_size), "optimizer": optimizer, "precision": run.request,
+        "framework": framework, "precision_class": pclass, "precision_as_run": as_run_dict(run),
+        "input_shape": list(net.input_shape),
+        "batch_seconds": (ms + host) / 1000.0, "low": (low + host) / 1000.0,
+        "high": (high + host) / 1000.0, "unit": "s",
+        "step_overhead_ms": overhead, "host_overhead_ms": host,
+        "flops_per_batch": net.flops, "macs_per_batch": net.macs, "params": net.params,
+        "layers_count": len(layers), "extrapolated": any(e["extrapolated"] for e in layers),
+        "unknown_layers": [r["name"] for r in net.rows if r["layer"] == "unknown"],
+        "warnings": warnings, "layers": layers, "device": str(device),
+    }
