@@ -35,11 +35,11 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from fleet.deployment import family_matches, normalise_deployment
+from fleet.deployment import Deployment, family_matches, normalise_deployment
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest
 from models.history import phase_shares
-from models.selector import Relation, age_bucket
+from models.selector import Relation, age_bucket, devices_bucket
 from models.variant import request_variant
 
 # Candidate kinds, in the registry's order (ties go to the earlier).
@@ -92,6 +92,16 @@ class Ask:
         system = " ".join(req.system.split()) if req.system else ""
         return cls(req, target, phase, deployment, keys, variant, system, phase_steps(req),
                    time.time() if now is None else float(now))
+
+    @property
+    def devices(self) -> str:
+        """The ``devices`` relation of the job (its deployment's GPUs; a device request: 1)."""
+        if self.req.device or not self.req.deployment:
+            return devices_bucket(1)
+        try:
+            return devices_bucket(Deployment.parse(self.req.deployment).count)
+        except ValueError:
+            return devices_bucket(1)
 
     def age(self, newest: float | None) -> str:
         """The ``age`` relation of history whose newest run started at ``newest``."""

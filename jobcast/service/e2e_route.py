@@ -145,7 +145,8 @@ class EndToEndRoute:
             reason += f" for the asked {describe_variant(variant_key(ask.variant))}"
         relation = Relation(kind=kind, target=ask.phase, system=system, batch=batch,
                             variant=variant, stack=stack, runs=runs_bucket(m.estimator.n_runs_),
-                            gpu=ask.gpu_relation(m.deployment), age=ask.age(m.last_run_time))
+                            gpu=ask.gpu_relation(m.deployment), age=ask.age(m.last_run_time),
+                            devices=ask.devices)
         f = Forecast(job=ask.req, seconds=result["seconds"], low=result["low"],
                      high=result["high"], route=self.name, model=result["model"],
                      extrapolated=bool(result["extrapolated"]),
@@ -188,7 +189,7 @@ class EndToEndRoute:
             return []
         if result is None:
             return []
-        relation = Relation(kind="scaled-count", target=ask.phase,
+        relation = Relation(devices=ask.devices, kind="scaled-count", target=ask.phase,
                             system="other" if ask.system else "any", batch="other",
                             variant="asked" if ask.variant else "assumed", stack="newest",
                             runs="0", gpu="exact", age="unknown")

@@ -381,7 +381,8 @@ class HybridRoute:
         relation = Relation(kind="hybrid", target=ask.phase, system=system, batch="other",
                             variant="asked" if ask.variant else "assumed",
                             stack="newest", runs=runs_bucket(m.estimator.n_runs_),
-                            gpu=ask.gpu_relation(m.deployment), age=ask.age(m.last_run_time))
+                            gpu=ask.gpu_relation(m.deployment), age=ask.age(m.last_run_time),
+                            devices=ask.devices)
         runs = self.end_to_end.runs_of(m)
         cand = Candidate(f, relation, own_scale(f.seconds, f.low, f.high), reason,
                          tuple(int(r) for r in runs["run_id"]) if len(runs) else ())

@@ -200,7 +200,7 @@ class RateRoute:
         relation = Relation(kind=kind, target=ask.target, system=system, batch=batch,
                             variant=variant, stack="newest", runs=runs_bucket(len(rates)),
                             gpu=ask.gpu_relation(newest["deployment"]),
-                            age=ask.age(float(runs["start_time"].max())))
+                            age=ask.age(float(runs["start_time"].max())), devices=ask.devices)
         model = f"rate/{ask.req.network.lower()}/{newest['deployment']}/{ask.target}" + (
             "/" + "_".join(f"{k}:{v}" for k, v in variant_dict(newest["variant"]).items())
             if newest["variant"] else "")

@@ -60,7 +60,8 @@ def layerwise_candidate(ask: Ask, f: Forecast) -> Candidate:
     relation = Relation(kind="layerwise-calibrated" if calibrated else "layerwise",
                         target=ask.phase, system="other" if ask.system else "any",
                         batch="other", variant="asked" if ask.variant else "assumed",
-                        stack="none", runs=runs_bucket(runs), gpu="exact", age="none")
+                        stack="none", runs=runs_bucket(runs), gpu="exact", age="none",
+                        devices=ask.devices)
     level = f.details.get("calibration", {}).get("level", "")
     reason = ("layerwise-calibrated: per-layer predictions scaled by observed runs "
               f"({level})" if calibrated else "layerwise: per-layer predictions composed into "

@@ -60,5 +60,6 @@ class WholeJobRoute:
                               "evidence": {"runs": found.n_runs}})
         relation = Relation(kind="whole-job", target="job", system="own", batch="same",
                             variant="unstated", stack="none", runs=runs_bucket(found.n_runs),
-                            gpu="exact", age=ask.age(_newest(self.runs(), ask.system)))
+                            gpu="exact", age=ask.age(_newest(self.runs(), ask.system)),
+                            devices=ask.devices)
         return [Candidate(f, relation, own_scale(f.seconds, f.low, f.high), reason)]

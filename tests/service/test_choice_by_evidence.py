@@ -161,7 +161,7 @@ def test_selector_learns_which_kind_to_trust_and_intervals_that_cover():
     errors_good = 0.01 * ((rng * 37 % 101) / 50.0 - 1.0)
     bad = good.assign(kind="pooled-model")
     errors_bad = 0.2 * ((rng * 53 % 97) / 48.0 - 1.0)
-    for col in ("target", "system", "batch", "variant", "stack", "runs", "gpu", "age"):
+    for col in ("target", "system", "batch", "variant", "stack", "runs", "gpu", "devices", "age"):
         good[col] = bad[col] = getattr(Relation("x"), col)
     sel = BacktestSelector().fit(pd.concat([good, bad]), list(errors_good) + list(errors_bad))
     j_good = sel.judge(Relation("own-rate"))
