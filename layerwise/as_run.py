@@ -180,7 +180,12 @@ def run_class(run: RunPrecision, hw: Mapping, rows: Iterable[Mapping]) -> str:
             conv += float(row.get("flops", 0.0) or 0.0)
         elif row["layer"] == "dense":
             dense += float(row.get("flops", 0.0) or 0.0)
-    p = parse_precision(run.matmul if dense > conv else run.conv)
+    return precision_class(run.matmul if dense > conv else run.conv, hw)
+
+
+def precision_class(precision: str, hw: Mapping) -> str:
+    """``tensor`` when ``precision`` runs on the GPU's tensor cores (catalog), else ``fp32``."""
+    p = parse_precision(precision)
     if p is Precision.FP32 or hw.get("hw_kind") == "cpu":
         return "fp32"
     try:

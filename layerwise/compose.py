@@ -37,131 +37,40 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
-from fleet.precision import parse_precision
-from layerwise.as_run import (
+from layerwise.as_run import (  # noqa: F401  (precision_class: re-exported, older imports)
     BACKWARD_RATIO,
     DEFAULT_BACKWARD_RATIO,
     RunPrecision,
-    entry_floor,
-    floor_queries,
+    precision_class,
     step_array,
     step_from_dict,
 )
-from layerwise.layers import LAYER_TYPES
-from layerwise.roofline import family_of
+from layerwise.pricing import (  # noqa: F401  (rough_ms, ROUGH_INTERVAL: re-exported)
+    FLAGS,
+    OUT,
+    ROUGH_INTERVAL,
+    price_rows,
+    rough_ms,
+)
 
-ROUGH_INTERVAL = (0.3, 3.0)
-
-
-def rough_ms(row: dict, hw: dict, training: bool) -> float:
-    """A layer no kind expresses: max(FLOPs / 30 % of peak, bytes / 50 % of bandwidth), x3 when
-    training (forward, input and weight gradients)."""
-    peak = float(hw.get("hw_peak_tflops") or math.nan) * 1e12
-    bandwidth = float(hw.get("hw_bandwidth_gbs") or math.nan) * 1e9
-    compute = float(row.get("flops", 0.0)) / (0.3 * peak) if peak > 0 else 0.0
-    memory = (float(row.get("bytes_in", 0.0)) + float(row.get("bytes_out", 0.0))) / \
-        (0.5 * bandwidth) if bandwidth > 0 else 0.0
-    seconds = max(compute, memory) * (3.0 if training else 1.0)
-    return 1000.0 * seconds if math.isfinite(seconds) else 0.0
 COMPOSITION_FILE = "composition.json"
-
-
-def _query(row: dict, optimizer: str, precision: str | RunPrecision, framework: str,
-           hw: dict) -> dict:
-    kind = LAYER_TYPES[row["layer"]]
-    q = {c: row[c] for c in kind.columns if c in row}
-    if isinstance(precision, RunPrecision):
-        precision = precision.for_kind(row["layer"])
-    q.update(layer=row["layer"], optimizer=optimizer, precision=precision, framework=framework)
-    q.update({k: v for k, v in hw.items() if k == "gpu" or k.startswith("hw_")})
-    return q
 
 
 def price_layers(rows: list[dict], predictor: Any, hw: dict, precision: str | RunPrecision,
                  training: bool, optimizer: str, framework: str = "tensorflow") -> pd.DataFrame:
-    """One entry per network row: ms, low_ms, high_ms, method, flags (see module rules)."""
+    """One entry per network row: ms, low_ms, high_ms, method, flags (see module rules and
+    :func:`layerwise.pricing.price_rows`)."""
     predictor = getattr(predictor, "network_model", predictor)
-    known = predictor.known_layers
-    queries: list[dict] = []
-    plan: list[tuple[int, str, int | None, int | None]] = []
-    for i, row in enumerate(rows):
-        kind = row["layer"]
-        if kind == "view" or kind not in known:
-            plan.append((i, "none" if kind == "view" else "unpriced", None, None))
-            continue
-        fwd = len(queries)
-        queries.append(_query(row, "none", precision, framework, hw))
-        train = None
-        if training and family_of(kind) == "gemm":
-            train = len(queries)
-            queries.append(_query(row, optimizer, precision, framework, hw))
-        plan.append((i, "predictor", fwd, train))
-    floors = floor_queries(rows, plan, queries, training, optimizer, precision, framework, hw,
-                           _query)
-    # repeated blocks ask the same rows many times: predict each distinct row once
-    keys = [tuple(sorted((k, str(v)) for k, v in q.items())) for q in queries]
-    first: dict[tuple, int] = {}
-    distinct: list[dict] = []
-    slot = []
-    for key, q in zip(keys, queries, strict=True):
-        if key not in first:
-            first[key] = len(distinct)
-            distinct.append(q)
-        slot.append(first[key])
-    pred = predictor.predict(pd.DataFrame(distinct)) if distinct else pd.DataFrame()
-    take = np.asarray(slot, dtype=int)
-    cols = {c: pred[c].to_numpy(float)[take] if len(pred) else np.zeros(0)
-            for c in ("predicted_ms", "low_ms", "high_ms")}
-    flags = {c: (pred[c].to_numpy(bool)[take] if c in pred.columns else np.zeros(len(take), bool))
-             for c in ("extrapolated", "own_data")}
-    entries = []
-    for i, method, fwd, train in plan:
-        row = rows[i]
-        entry = {"name": row["name"], "layer": row["layer"], "keras_class": row["keras_class"],
-                 "method": method, "flops": float(row["flops"]),
-                 "params": int(row.get("params", 0) or 0), "ms": 0.0, "low_ms": 0.0,
-                 "high_ms": 0.0, "kernels": 0, "extrapolated": False, "own_data": True,
-                 "note": row.get("note", ""), "floor_ms": 0.0}
-        if method == "predictor":
-            f = np.array([cols[c][fwd] for c in ("predicted_ms", "low_ms", "high_ms")])
-            if not training:
-                total, kernels = f, 1
-            elif train is not None:
-                total = np.array([cols[c][train] for c in ("predicted_ms", "low_ms", "high_ms")])
-                kernels = 2
-                if row.get("grad_input", True):
-                    total, kernels = total + f, 3
-            else:
-                total = f * (1.0 + BACKWARD_RATIO.get(row["layer"], DEFAULT_BACKWARD_RATIO))
-                kernels = 2
-            entry.update(ms=float(total[0]), low_ms=float(total[1]), high_ms=float(total[2]),
-                         kernels=kernels, extrapolated=bool(flags["extrapolated"][fwd]),
-                         own_data=bool(flags["own_data"][fwd]))
-            entry["floor_ms"] = min(float(total[1]), entry_floor(
-                row, training, train is not None, optimizer, cols["predicted_ms"], floors))
-        elif method == "unpriced":
-            ms = rough_ms(row, hw, training)
-            entry.update(method="roofline", ms=ms, low_ms=ms * ROUGH_INTERVAL[0],
-                         high_ms=ms * ROUGH_INTERVAL[1], kernels=3 if training else 1,
-                         own_data=False)
-            entry["note"] = (entry["note"] + "; " if entry["note"] else "") + \
-                "no layer kind: rough roofline (30 % of peak, 50 % of bandwidth)"
-        entries.append(entry)
-    return pd.DataFrame(entries)
 
+    def predict(distinct: list[dict]) -> dict[str, np.ndarray]:
+        pred = predictor.predict(pd.DataFrame(distinct))
+        out = {c: pred[c].to_numpy(float) for c in OUT}
+        out.update({c: pred[c].to_numpy(bool) if c in pred.columns
+                    else np.zeros(len(distinct), bool) for c in FLAGS})
+        return out
 
-def precision_class(precision: str, hw: dict) -> str:
-    """``tensor`` when the step runs on tensor cores (catalog), else ``fp32``."""
-    p = parse_precision(precision)
-    if p.value == "fp32" or hw.get("hw_kind") == "cpu":
-        return "fp32"
-    try:
-        from fleet.catalog import resolve_gpu
-
-        return "tensor" if resolve_gpu(str(hw.get("hw_model") or hw["gpu"])) \
-            .has_tensor_cores(p) else "fp32"
-    except (KeyError, ValueError):
-        return "fp32"
+    return pd.DataFrame(price_rows(rows, predictor.known_layers, predict, hw, precision,
+                                   training, optimizer, framework))
 
 
 class Composition(BaseEstimator):

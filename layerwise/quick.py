@@ -7,11 +7,12 @@ and inference) for a network on a GPU of the catalog with a roofline-efficiency 
 (the shipped one by default). It returns None for anything else (a CPU, a per-layer-type
 predictor), and the caller takes the general path. Rules:
 
-* The layer pricing mirrors :func:`layerwise.compose.price_layers` and
-  :func:`layerwise.forecast.compose_step` (passes, backward ratios, kernels, the composition of
-  the request's framework and precision class, warnings) on row dicts; the trees are the
-  shipped :class:`layerwise.efficiency_arrays.EfficiencyArrays` (numpy, read once per
-  process). A change to those functions must be mirrored here (the test fails otherwise).
+* The layer pricing is :func:`layerwise.pricing.price_rows`, the one
+  :func:`layerwise.compose.price_layers` uses, on the shipped
+  :class:`layerwise.efficiency_arrays.EfficiencyArrays` (numpy, read once per process); the
+  step mirrors :func:`layerwise.forecast.compose_step` (the composition of the request's
+  framework and precision class, warnings): a change there must be mirrored here (the test
+  fails otherwise).
 * A network's rows scale with the batch: once two decompositions of the same network at two
   batch sizes show every batch-dependent value exactly proportional to the batch (and all
   else equal), later batch sizes are derived from them instead of decomposed again
@@ -35,29 +36,21 @@ from typing import Any
 import numpy as np
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
-from fleet.precision import Precision, parse_precision
-from layerwise.as_run import (
+from layerwise.as_run import (  # noqa: F401  (the pass constants: one definition, here too)
+    BACKWARD_RATIO,
+    DEFAULT_BACKWARD_RATIO,
     RunPrecision,
     as_run_dict,
     cast_kernels,
-    entry_floor,
-    floor_queries,
     request_precision,
     resolve,
     run_class,
     step_from_dict,
 )
 from layerwise.efficiency_arrays import EfficiencyArrays, as_records
-from layerwise.layers import LAYER_TYPES
-from layerwise.roofline import family_of
+from layerwise.pricing import ROUGH_INTERVAL, price_rows  # noqa: F401  (ROUGH_INTERVAL: re-exported)
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "data" / "default_predictor"
-# mirrors of layerwise.compose (kept equal by tests/layerwise/test_quick.py)
-BACKWARD_RATIO = {"act": 1.5, "add": 0.5, "bn": 2.0, "pool": 1.5, "dwconv": 2.0, "ln": 2.0,
-                  "softmax": 1.5, "concat": 1.0, "pad": 1.0, "dropout": 1.0}
-DEFAULT_BACKWARD_RATIO = 1.5
-ROUGH_INTERVAL = (0.3, 3.0)
-OUT = ("predicted_ms", "low_ms", "high_ms")
 NETWORK_CACHE = 64  # (network, optimizer, framework) decompositions kept per process
 
 
@@ -114,18 +107,6 @@ def _hw(device: str) -> dict | None:
     return {"gpu": text, **spec.hardware_features(), "hw_model": spec.name}
 
 
-def precision_class(precision: str, hw: Mapping) -> str:
-    """Mirror of :func:`layerwise.compose.precision_class`."""
-    p = parse_precision(precision)
-    if p is Precision.FP32 or hw.get("hw_kind") == "cpu":
-        return "fp32"
-    try:
-        return "tensor" if resolve_gpu(str(hw.get("hw_model") or hw["gpu"])) \
-            .has_tensor_cores(p) else "fp32"
-    except (KeyError, ValueError):
-        return "fp32"
-
-
 def step_ms(comp: Mapping | None, sums: tuple[float, float, float], kernels: int,
             pclass: str, floor: float = 0.0) -> tuple[float, float, float, float]:
     """(ms, low, high, scale) of one step: ``Composition.step``'s formula (shared)."""
@@ -135,104 +116,17 @@ def step_ms(comp: Mapping | None, sums: tuple[float, float, float], kernels: int
     return step_from_dict(comp, sums, kernels, pclass, floor)
 
 
-def rough_ms(row: Mapping, hw: Mapping, training: bool) -> float:
-    """Mirror of :func:`layerwise.compose.rough_ms`."""
-    peak = float(hw.get("hw_peak_tflops") or math.nan) * 1e12
-    bandwidth = float(hw.get("hw_bandwidth_gbs") or math.nan) * 1e9
-    compute = float(row.get("flops", 0.0)) / (0.3 * peak) if peak > 0 else 0.0
-    memory = (float(row.get("bytes_in", 0.0)) + float(row.get("bytes_out", 0.0))) / \
-        (0.5 * bandwidth) if bandwidth > 0 else 0.0
-    seconds = max(compute, memory) * (3.0 if training else 1.0)
-    return 1000.0 * seconds if math.isfinite(seconds) else 0.0
-
-
-def _query(row: Mapping, optimizer: str, precision: str | RunPrecision, framework: str,
-           hw: Mapping) -> dict:
-    kind = LAYER_TYPES[row["layer"]]
-    q = {c: row[c] for c in kind.columns if c in row}
-    if isinstance(precision, RunPrecision):
-        precision = precision.for_kind(row["layer"])
-    q.update(layer=row["layer"], optimizer=optimizer, precision=precision, framework=framework)
-    q.update({k: v for k, v in hw.items() if k == "gpu" or k.startswith("hw_")})
-    return q
-
-
 def price_entries(rows: list[dict], model: EfficiencyArrays, hw: Mapping,
                   precision: str | RunPrecision,
                   training: bool, optimizer: str, framework: str) -> list[dict]:
-    """One entry per network row: mirror of :func:`layerwise.compose.price_layers`."""
-    known = model.known_layers
-    queries: list[dict] = []
-    plan: list[tuple[int, str, int | None, int | None]] = []
-    for i, row in enumerate(rows):
-        kind = row["layer"]
-        if kind == "view" or kind not in known:
-            plan.append((i, "none" if kind == "view" else "unpriced", None, None))
-            continue
-        fwd = len(queries)
-        queries.append(_query(row, "none", precision, framework, hw))
-        train = None
-        if training and family_of(kind) == "gemm":
-            train = len(queries)
-            queries.append(_query(row, optimizer, precision, framework, hw))
-        plan.append((i, "predictor", fwd, train))
-    floors = floor_queries(rows, plan, queries, training, optimizer, precision, framework, hw,
-                           _query)
-    first: dict[tuple, int] = {}
-    distinct: list[dict] = []
-    slot = []
-    for q in queries:  # same kind -> same key order, so this equals compose's sorted key
-        key = (tuple(q), tuple(map(str, q.values())))
-        if key not in first:
-            first[key] = len(distinct)
-            distinct.append(q)
-        slot.append(first[key])
-    take = np.asarray(slot, dtype=int)
-    if distinct:
+    """One entry per network row: :func:`layerwise.pricing.price_rows` on the trees' arrays."""
+
+    def predict(distinct: list[dict]) -> Mapping[str, np.ndarray]:
         records, columns = as_records(distinct)
-        pred = model.predict_records(records, columns)
-        cols = {c: pred[c][take] for c in (*OUT, "extrapolated", "own_data")}
-    else:
-        cols = {c: np.zeros(0) for c in (*OUT, "extrapolated", "own_data")}
-    entries = [_entry(rows[i], method, fwd, train, cols, training, hw)
-               for i, method, fwd, train in plan]
-    for entry, (i, method, _, train) in zip(entries, plan, strict=True):
-        if method == "predictor":
-            entry["floor_ms"] = min(entry["low_ms"], entry_floor(
-                rows[i], training, train is not None, optimizer, cols["predicted_ms"], floors))
-    return entries
+        return model.predict_records(records, columns)
 
-
-def _entry(row: Mapping, method: str, fwd: int | None, train: int | None,
-           cols: Mapping[str, np.ndarray], training: bool, hw: Mapping) -> dict:
-    entry = {"name": row["name"], "layer": row["layer"], "keras_class": row["keras_class"],
-             "method": method, "flops": float(row["flops"]),
-             "params": int(row.get("params", 0) or 0), "ms": 0.0, "low_ms": 0.0,
-             "high_ms": 0.0, "kernels": 0, "extrapolated": False, "own_data": True,
-             "note": row.get("note", ""), "floor_ms": 0.0}
-    if method == "predictor":
-        f = np.array([cols[c][fwd] for c in OUT])
-        if not training:
-            total, kernels = f, 1
-        elif train is not None:
-            total = np.array([cols[c][train] for c in OUT])
-            kernels = 2
-            if row.get("grad_input", True):
-                total, kernels = total + f, 3
-        else:
-            total = f * (1.0 + BACKWARD_RATIO.get(row["layer"], DEFAULT_BACKWARD_RATIO))
-            kernels = 2
-        entry.update(ms=float(total[0]), low_ms=float(total[1]), high_ms=float(total[2]),
-                     kernels=kernels, extrapolated=bool(cols["extrapolated"][fwd]),
-                     own_data=bool(cols["own_data"][fwd]))
-    elif method == "unpriced":
-        ms = rough_ms(row, hw, training)
-        entry.update(method="roofline", ms=ms, low_ms=ms * ROUGH_INTERVAL[0],
-                     high_ms=ms * ROUGH_INTERVAL[1], kernels=3 if training else 1,
-                     own_data=False)
-        entry["note"] = (entry["note"] + "; " if entry["note"] else "") + \
-            "no layer kind: rough roofline (30 % of peak, 50 % of bandwidth)"
-    return entry
+    return price_rows(rows, model.known_layers, predict, hw, precision, training, optimizer,
+                      framework)
 
 
 def _warnings(net: Any, layers: list[dict]) -> list[str]:
