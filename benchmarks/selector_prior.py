@@ -32,7 +32,6 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 from ingest.store import Store  # noqa: E402
 from jobcast.service.backtest import backtest, fit_selector  # noqa: E402
-from jobcast.service.fitting import _json_safe  # noqa: E402
 from models.dataset import collect_points  # noqa: E402
 from models.history import run_table  # noqa: E402
 from models.selector import PRIOR_PATH, RELATION_FIELDS  # noqa: E402
@@ -68,7 +67,7 @@ def main() -> None:
     for col in RELATION_FIELDS:
         rows[col] = rows[col].fillna("").astype(str)
     selector = fit_selector(rows)
-    args.out.write_text(json.dumps(_json_safe(selector.to_dict()), separators=(",", ":")))
+    args.out.write_text(json.dumps(selector.to_dict(), separators=(",", ":"), allow_nan=False))
     print(f"selector prior: {selector.n_} errors, {sum(len(c) for c in selector.cells_.values())}"
           f" cells -> {args.out}")
     print(summary(rows).to_markdown(index=False, floatfmt=".2f"))

@@ -314,7 +314,8 @@ class Store:
                     conn.execute(artifacts.delete())
                     for name, doc in extra.items():
                         conn.execute(artifacts.insert().values(
-                            name=name, params=json.dumps(doc), fitted_at=time.time()))
+                            name=name, params=json.dumps(doc, allow_nan=False),
+                            fitted_at=time.time()))
                 conn.execute(fitted_models.delete())
                 for m in models:
                     conn.execute(

@@ -48,6 +48,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -290,8 +291,10 @@ class BacktestSelector(BaseEstimator):
         return out
 
 
+@lru_cache(maxsize=4)
 def load_prior(path: Path = PRIOR_PATH) -> BacktestSelector | None:
-    """The shipped selector (None when the package has none)."""
+    """The shipped selector (None when the package has none); read once per process (it is
+    never changed: :meth:`BacktestSelector.combine` makes a new one)."""
     if not path.is_file():
         return None
     return BacktestSelector.from_dict(json.loads(path.read_text(encoding="utf-8")))

@@ -63,7 +63,7 @@ from layerwise.shipped import load_predictor
 from models.calibration import ScaleCalibrator
 from models.e2e import FittedModel
 from models.history import from_records
-from models.selector import BacktestSelector, load_prior
+from models.selector import BacktestSelector
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CODE_PACKAGES = ("jobcast", "ingest", "models", "layerwise", "fleet")
@@ -241,8 +241,7 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
         self.predictor = predictor
         self.forecaster = Forecaster(
             models=models, layer_predictor=predictor, calibration=calibration,
-            history=getattr(self, "history", None), selector=_with_prior(
-                getattr(self, "selector", None)))
+            history=getattr(self, "history", None), selector=getattr(self, "selector", None))
         self._models_by_id = {m.model_id: m for m in models}
         self._cache: OrderedDict[JobRequest, Outcome] = OrderedDict()
 
@@ -370,12 +369,6 @@ def example_jobs(models: list) -> pd.DataFrame | None:
                 ]
             )
     return None
-
-
-def _with_prior(selector: BacktestSelector | None) -> BacktestSelector | None:
-    """The packaged selector combined with the shipped prior (None: the prior alone)."""
-    prior = load_prior()
-    return selector.combine(prior) if selector is not None else prior
 
 
 def log_forecaster(

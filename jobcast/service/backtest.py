@@ -102,7 +102,7 @@ def backtest(points: pd.DataFrame, history: pd.DataFrame, *, folds: Sequence[int
         models = fit_report(fold_points).models if len(fold_points) else []
         fc = Forecaster(models=models, history=history[history["run_id"].isin(train_ids)],
                         points=fold_points, layer_predictor=layer_predictor,
-                        calibration=calibration, selector=fit_selector(pd.DataFrame()))
+                        calibration=calibration, prior=False)
         for system in fold_systems:
             for _, run in systems[system].iloc[k:k + max_targets].iterrows():
                 rows += _rows(fc, run, k)

@@ -194,14 +194,21 @@ def to_job(cand: Candidate, ask: Ask, runs: pd.DataFrame, test: Forecast | None 
     gaps = 0.0 if runs.empty else train * shares["gaps"]
     total = train + evals + gaps
     factor = total / train if train > 0 else 1.0
-    phases: dict[str, Any] = {"train": train, "test": evals, "gaps": gaps}
-    if math.isfinite(shares["init"]):
-        phases["init"] = shares["init"]
-    details = {**f.details, "phases": phases, "whole_job": note,
-               "wall_with_init": total + phases.get("init", 0.0)}
+    details = {**f.details, **job_details(train, evals, gaps, shares["init"], total, note)}
     scaled = replace(f, seconds=total, low=f.low * factor, high=f.high * factor,
                      details=details)
     return replace(cand, forecast=scaled, relation=replace(cand.relation, target="job"))
+
+
+def job_details(train: float, test: float, gaps: float, init: float, total: float,
+                note: str) -> dict[str, Any]:
+    """The whole-job details of a forecast of ``total`` seconds: its phases (``init``, the
+    start-up before the run, where known), how they were found, and the wall with init."""
+    phases: dict[str, Any] = {"train": train, "test": test, "gaps": gaps}
+    if math.isfinite(init):
+        phases["init"] = init
+    return {"phases": phases, "whole_job": note,
+            "wall_with_init": total + phases.get("init", 0.0)}
 
 
 def newest_first(groups: Sequence[tuple[str, float]]) -> dict[str, str]:

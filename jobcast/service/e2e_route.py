@@ -64,15 +64,17 @@ class EndToEndRoute:
         self._sources = (
             {s: g for s, g in self.history.groupby("source")} if len(self.history) else {})
         self._runs: dict[str, pd.DataFrame] = {}
+        self._by_network: dict[tuple[str, str], list[FittedModel]] = {}
+        for m in self.models:
+            self._by_network.setdefault((m.network, m.phase), []).append(m)
 
     def matching(self, ask: Ask, phase: str | None = None) -> list[FittedModel]:
         """The models that may answer ``ask`` (module rules)."""
         phase = phase or ask.phase
         keys = set(ask.key_names)
         want = stack_key(ask.req.stack) if ask.req.stack else None
-        return [m for m in self.models
-                if m.network == ask.req.network.lower() and m.phase == phase
-                and m.deployment in keys and compatible(m.variant, ask.variant)
+        return [m for m in self._by_network.get((ask.req.network.lower(), phase), [])
+                if m.deployment in keys and compatible(m.variant, ask.variant)
                 and (want is None or stack_key(m.stack) == want)]
 
     def miss_reason(self, ask: Ask) -> str:
@@ -81,8 +83,8 @@ class EndToEndRoute:
         if not ask.keys:
             return (f"no end-to-end history of network {net!r} on "
                     f"{ask.deployment or 'the asked deployment'}")
-        keyed = [m for m in self.models if m.network == net and m.phase == ask.phase
-                 and m.deployment in set(ask.key_names)]
+        keyed = [m for m in self._by_network.get((net, ask.phase), [])
+                 if m.deployment in set(ask.key_names)]
         if not keyed:
             return f"no end-to-end {ask.phase} model of network {net!r} on {ask.key_names[0]}"
         if ask.variant and not any(compatible(m.variant, ask.variant) for m in keyed):
@@ -166,8 +168,8 @@ class EndToEndRoute:
             return None
         passes = int(req.epochs / req.eval_every + 1e-9)
         steps = passes * -(-req.eval_size // req.batch_size)
-        twin = next((t for t in self.models if t.phase == "test" and t.network == m.network
-                     and t.deployment == m.deployment and t.system == m.system
+        twin = next((t for t in self._by_network.get((m.network, "test"), [])
+                     if t.deployment == m.deployment and t.system == m.system
                      and t.variant == m.variant and stack_key(t.stack) == stack_key(m.stack)),
                     None)
         if twin is None or steps <= 0:

@@ -17,7 +17,6 @@ Rules (:func:`fit_store_all`):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,17 +88,6 @@ def fit_store_all(store: Store, form: str = "auto", *, backtest: bool = True,
     selector = fit_selector(rows)
     extra = {HISTORY_ARTIFACT: to_records(history)}
     if selector.n_:
-        extra[SELECTOR_ARTIFACT] = _json_safe(selector.to_dict())
+        extra[SELECTOR_ARTIFACT] = selector.to_dict()
     store.save_models([m.to_record() for m in report.models], extra=extra)
     return FitOutcome(report, selector, BacktestSummary.of(rows))
-
-
-def _json_safe(doc: Any) -> Any:
-    """``doc`` with non-finite floats as None (JSON has no NaN)."""
-    if isinstance(doc, dict):
-        return {k: _json_safe(v) for k, v in doc.items()}
-    if isinstance(doc, list):
-        return [_json_safe(v) for v in doc]
-    if isinstance(doc, float) and not math.isfinite(doc):
-        return None
-    return doc

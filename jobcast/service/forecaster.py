@@ -75,9 +75,9 @@ class Forecaster:
     MLflow model, or a backtest fold). ``layer_predictor`` defaults to the shipped layerwise
     predictor; ``calibration`` is a fitted :class:`ScaleCalibrator` (or None). ``points``: the
     progress points the hybrid reads history from when there is no store (a backtest fold).
-    ``prior``: combine the store's selector with the shipped prior (False: the store's own
-    backtest alone; a :class:`BacktestSelector`: that one as the prior, as a benchmark that
-    keeps its held-out data out of the prior needs).
+    ``prior``: combine the own selector with the shipped prior (False: the own selector
+    alone, as a backtest asking every route needs none; a :class:`BacktestSelector`: that
+    one as the prior, as a benchmark that keeps its held-out data out of the prior needs).
     """
 
     def __init__(
@@ -98,7 +98,9 @@ class Forecaster:
         self.points = points
         self._models = models
         self._history = history
-        self._selector = selector
+        self._own_selector = selector
+        self._selector: BacktestSelector | None = None
+        self._keys: set[str] | None = None
         self._routes: list[Proposer] | None = None
         self._end_to_end: EndToEndRoute | None = None
         self._floors: dict[str, float] = {}
@@ -128,14 +130,16 @@ class Forecaster:
 
     @property
     def selector(self) -> BacktestSelector | None:
-        """The store's backtest selector combined with the shipped prior (either alone where
-        the other is missing)."""
+        """The own selector (given, else the store's fit) combined with the prior (either
+        alone where the other is missing)."""
         if self._selector is None:
             prior = (self.prior if isinstance(self.prior, BacktestSelector)
                      else load_prior() if self.prior else None)
-            own = self.store.load_artifact(SELECTOR_ARTIFACT) if self.store else None
-            self._selector = (BacktestSelector.from_dict(own).combine(prior) if own
-                              else prior)
+            own = self._own_selector
+            if own is None and self.store is not None:
+                saved = self.store.load_artifact(SELECTOR_ARTIFACT)
+                own = BacktestSelector.from_dict(saved) if saved else None
+            self._selector = own.combine(prior) if own is not None else prior
         return self._selector
 
     @property
@@ -151,10 +155,12 @@ class Forecaster:
         return self._routes
 
     def stored_keys(self) -> set[str]:
-        keys = {m.deployment for m in self.models}
-        if len(self.history):
-            keys |= set(self.history["deployment"])
-        return keys
+        """The deployment keys history holds (models and run summaries; read once)."""
+        if self._keys is None:
+            self._keys = {m.deployment for m in self.models}
+            if len(self.history):
+                self._keys |= set(self.history["deployment"])
+        return self._keys
 
     # -- forecasting ------------------------------------------------------------------
 

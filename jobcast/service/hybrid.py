@@ -368,10 +368,7 @@ class HybridRoute:
 
     def _candidate(self, ask: Ask, m: FittedModel, history: History) -> Candidate:
         req = replace(ask.req, phase=ask.phase, iterations=ask.iterations)
-        plain = forecast(m, float(ask.iterations), int(req.batch_size))
-        result = Forecast(job=req, seconds=plain["seconds"], low=plain["low"],
-                          high=plain["high"], route=Route.END_TO_END, model=m.model_id)
-        f = self._forecast(req, m, history, result)
+        f = self._forecast(req, m, history, _plain(req, m, ask.iterations))
         f = replace(f, job=ask.req)
         own = owned_by(m, ask.system)
         system = "own" if own else ("other" if ask.system else "any")
@@ -398,10 +395,7 @@ class HybridRoute:
             raise RouteMiss("no end-to-end model of this key")
         model = max(models, key=lambda m: (owned_by(m, ask.system), m.system == "",
                                            m.last_run_time))
-        plain = forecast(model, float(ask.iterations), int(req.batch_size))
-        result = Forecast(job=req, seconds=plain["seconds"], low=plain["low"],
-                          high=plain["high"], route=Route.END_TO_END, model=model.model_id,
-                          details={"chosen": plain.get("chosen", "")})
+        result = _plain(req, model, ask.iterations)
         try:
             return self._forecast(ask.req, model, self.history(model), result)
         except (LookupError, ValueError) as exc:
@@ -469,6 +463,13 @@ class HybridRoute:
         return Forecast(job=req, seconds=seconds, low=low, high=high, route=self.name,
                         model=f"{model.model_id}+{LAYERWISE_MODEL}", extrapolated=True,
                         details=details)
+
+
+def _plain(req: JobRequest, model: FittedModel, iterations: int) -> Forecast:
+    """The end-to-end model's own forecast of ``iterations`` steps (what the hybrid scales)."""
+    plain = forecast(model, float(iterations), int(req.batch_size))
+    return Forecast(job=req, seconds=plain["seconds"], low=plain["low"], high=plain["high"],
+                    route=Route.END_TO_END, model=model.model_id)
 
 
 def _steps(req: JobRequest) -> int:

@@ -34,13 +34,14 @@ Rules (:class:`RateRoute.propose`):
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from jobcast.service.candidates import Ask, Candidate, own_scale, to_job
+from jobcast.service.candidates import Ask, Candidate, job_details, own_scale, to_job
 from jobcast.service.forecast import Forecast, Route
 from models.history import phase_shares
 from models.selector import Relation, runs_bucket
@@ -214,14 +215,10 @@ class RateRoute:
         if ask.target == "job":
             shares = phase_shares(runs)
             train = seconds / max(shares["wall"], 1e-12)
-            phases = {"train": train, "test": train * shares["test"],
-                      "gaps": train * shares["gaps"]}
-            if math.isfinite(shares["init"]):
-                phases["init"] = shares["init"]
-            cand = Candidate(forecast.with_details(
-                phases=phases, whole_job=f"wall time per training iteration of {len(rates)} "
-                "runs", wall_with_init=seconds + phases.get("init", 0.0)),
-                relation, cand.scale, reason, cand.runs)
+            note = f"wall time per training iteration of {len(rates)} runs"
+            cand = replace(cand, forecast=forecast.with_details(**job_details(
+                train, train * shares["test"], train * shares["gaps"], shares["init"], seconds,
+                note)))
         return cand
 
 
