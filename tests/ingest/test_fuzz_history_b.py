@@ -13,29 +13,16 @@ seeded run: benchmarks/fuzz_history_b.py (docs/history-sources.md).
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import REPO
+from paths import assert_sane, load_benchmark
 
 from ingest.store import Store
 
-
-def _load(name: str):
-    path = REPO / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"jobcast_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-HISTORY = _load("fuzz_history_b")
+HISTORY = load_benchmark("fuzz_history_b")
 FUZZ = HISTORY.FUZZ
 SAMPLES = HISTORY.SAMPLES
 FORMATS = list(SAMPLES)
@@ -65,13 +52,6 @@ def stores(tmp_path_factory) -> dict[str, Store]:
         store.engine.dispose()
 
 
-def _assert_sane(outcome, sample) -> None:
-    assert outcome.kind in ("rejected", "accepted"), outcome.detail
-    if outcome.kind == "rejected":
-        assert outcome.detail.startswith(str(sample.path)), outcome.detail
-        assert len(outcome.detail) > len(str(sample.path)) + 2
-
-
 def test_the_unmutated_samples_are_stored(stores):
     for fmt, samples in SAMPLES.items():
         for sample in samples:
@@ -86,7 +66,7 @@ def test_mutated_logs_are_stored_sanely_or_rejected(fmt, data, stores):
     sample = data.draw(st.sampled_from(SAMPLES[fmt]), label="sample")
     rnd = data.draw(st.randoms(use_true_random=False), label="random")
     mutated, _ = FUZZ.mutate(rnd, ORIGINALS[sample])
-    _assert_sane(FUZZ.run_log_case(sample, mutated, stores[fmt]), sample)
+    assert_sane(FUZZ.run_log_case(sample, mutated, stores[fmt]), sample)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -102,7 +82,7 @@ def test_one_hostile_number_is_stored_sanely_or_rejected(fmt, data, stores):
     m = data.draw(st.sampled_from(numbers), label="number")
     value = data.draw(HOSTILE, label="value").encode()
     lines[index] = lines[index][: m.start()] + value + lines[index][m.end():]
-    _assert_sane(FUZZ.run_log_case(sample, b"\n".join(lines), stores[fmt]), sample)
+    assert_sane(FUZZ.run_log_case(sample, b"\n".join(lines), stores[fmt]), sample)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -114,5 +94,5 @@ def test_raw_bytes_and_cuts_are_stored_sanely_or_rejected(fmt, data, stores):
     at = data.draw(st.integers(0, len(original)), label="at")
     junk = data.draw(st.binary(min_size=1, max_size=64), label="junk")
     end = data.draw(st.integers(at, len(original) + len(junk)), label="cut")
-    _assert_sane(FUZZ.run_log_case(sample, (original[:at] + junk + original[at:])[:end],
+    assert_sane(FUZZ.run_log_case(sample, (original[:at] + junk + original[at:])[:end],
                                    stores[fmt]), sample)

@@ -16,30 +16,17 @@ the random choices of the mutations, and, in the targeted tests, the hostile val
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import REPO
+from paths import assert_sane, load_benchmark
 
 from ingest.store import Store
 
-
-def _load_fuzz():
-    path = REPO / "benchmarks" / "fuzz_parsers.py"
-    spec = importlib.util.spec_from_file_location("jobcast_fuzz_parsers", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-FUZZ = _load_fuzz()
+FUZZ = load_benchmark("fuzz_parsers")
 FORMATS = list(FUZZ.SAMPLES)
 ORIGINALS = {s: s.path.read_bytes() for samples in FUZZ.SAMPLES.values() for s in samples}
 
@@ -73,13 +60,6 @@ def stores(tmp_path_factory) -> dict[str, Store]:
         store.engine.dispose()
 
 
-def _assert_sane(outcome, sample) -> None:
-    assert outcome.kind in ("rejected", "accepted"), outcome.detail
-    if outcome.kind == "rejected":
-        assert outcome.detail.startswith(str(sample.path)), outcome.detail
-        assert len(outcome.detail) > len(str(sample.path)) + 2  # a reason follows
-
-
 @pytest.mark.parametrize("fmt", FORMATS)
 @FUZZ_SETTINGS
 @given(data=st.data())
@@ -88,7 +68,7 @@ def test_mutated_logs_are_stored_sanely_or_rejected(fmt, data, stores):
     rnd = data.draw(st.randoms(use_true_random=False), label="random")
     mutated, names = FUZZ.mutate(rnd, ORIGINALS[sample])
     outcome = FUZZ.run_log_case(sample, mutated, stores[fmt])
-    _assert_sane(outcome, sample)
+    assert_sane(outcome, sample)
 
 
 def _numbered_lines(data: bytes) -> list[int]:
@@ -114,7 +94,7 @@ def test_one_hostile_number_is_stored_sanely_or_rejected(fmt, data, stores):
     value = data.draw(HOSTILE, label="value").encode()
     lines[index] = lines[index][: m.start()] + value + lines[index][m.end():]
     outcome = FUZZ.run_log_case(sample, b"\n".join(lines), stores[fmt])
-    _assert_sane(outcome, sample)
+    assert_sane(outcome, sample)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -129,7 +109,7 @@ def test_raw_bytes_and_cuts_are_stored_sanely_or_rejected(fmt, data, stores):
     end = data.draw(st.integers(at, len(original) + len(junk)), label="cut")
     mutated = (original[:at] + junk + original[at:])[:end]
     outcome = FUZZ.run_log_case(sample, mutated, stores[fmt])
-    _assert_sane(outcome, sample)
+    assert_sane(outcome, sample)
 
 
 @settings(derandomize=True, database=None, deadline=None, max_examples=60,

@@ -14,15 +14,13 @@ torch, as torchvision builds it; torchvision itself does not import beside the C
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from paths import DATA, REPO
+from paths import DATA, load_benchmark
 from typer.testing import CliRunner
 
 from layerwise.kineto import TraceError, layer_row, load_trace, trace_rows
@@ -31,20 +29,11 @@ from layerwise.sources import detect_format, kind_rows
 GPU_TRACES = sorted((DATA / "frameworks" / "kineto").glob("*.json.gz"))
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"jobcast_{name}", REPO / "benchmarks" /
-                                                  f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory) -> list[Path]:
     import torch
 
-    capture = _load("kineto_capture")
+    capture = load_benchmark("kineto_capture")
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("traces")
     done = [capture.capture(out, "cpu", batch, image, steps=1, warmup=1, compress=False)
