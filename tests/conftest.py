@@ -73,3 +73,15 @@ def pg_url(pg_server) -> str:
 
     with new_database(pg_server) as url:
         yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_url(request, tmp_path):
+    """An empty store URL: a SQLite file, or a fresh database on the private PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    from pg_server import new_database
+
+    with new_database(request.getfixturevalue("pg_server")) as url:
+        yield url

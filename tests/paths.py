@@ -7,6 +7,8 @@ it); tests that need it skip when it is absent (the ``shared_data`` fixture in c
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -39,3 +41,20 @@ def assert_sane(outcome, sample) -> None:
     if outcome.kind == "rejected":
         assert outcome.detail.startswith(str(sample.path)), outcome.detail
         assert len(outcome.detail) > len(str(sample.path)) + 2  # a reason follows
+
+
+def code_at(commit: str, folder: Path, packages: tuple[str, ...] = ("fleet", "ingest")) -> Path:
+    """``packages`` as they were at ``commit`` (``git archive``), in a new folder under
+    ``folder``; the test skips where git or the commit is missing (a shallow clone)."""
+    import pytest
+
+    if not shutil.which("git"):
+        pytest.skip(f"git is needed to check out the code of commit {commit}")
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, *packages],
+                             capture_output=True, timeout=60)
+    if archive.returncode != 0:
+        pytest.skip(f"commit {commit} is not in this clone: {archive.stderr[-200:]!r}")
+    tree = folder / f"code-{commit}"
+    tree.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from paths import DATA, REPO
+from paths import DATA, code_at
 from typer.testing import CliRunner
 
 from fleet.deployment import canonical_key, family_matches
@@ -59,31 +58,6 @@ store.save_models([{"model_id": f"e2e/tinycnn/{key}/train/x", "network": "tinycn
                    for key in json.loads(sys.argv[4])])
 print(json.dumps(sorted(r.deployment for r in store.runs())))
 """
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.db'}"
-        return
-    from pg_server import new_database
-
-    with new_database(request.getfixturevalue("pg_server")) as url:
-        yield url
-
-
-def _old_tree(tmp_path: Path) -> Path:
-    """The ``fleet`` and ``ingest`` packages of :data:`OLD_KEYS`, from git, in a folder."""
-    if not shutil.which("git"):
-        pytest.skip("git is needed to check out the code before one GPU identity")
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", OLD_KEYS, "fleet", "ingest"],
-                             capture_output=True, timeout=60)
-    if archive.returncode != 0:
-        pytest.skip(f"commit {OLD_KEYS} is not in this clone: {archive.stderr[-200:]!r}")
-    tree = tmp_path / "old"
-    tree.mkdir()
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    return tree
 
 
 def _logs(folder: Path) -> list[tuple[str, bool]]:
@@ -139,7 +113,7 @@ def _cli(*args: str):
 
 
 def test_old_keys_are_rewritten_and_found_in_another_spelling(empty_url, tmp_path):
-    tree = _old_tree(tmp_path)
+    tree = code_at(OLD_KEYS, tmp_path)
     logs = _logs(tmp_path / "logs")
     made = subprocess.run(
         [sys.executable, "-c", OLD_WRITER, empty_url, FLAG, json.dumps(logs),

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from paths import DATA, REPO
+from paths import DATA, REPO, code_at
 from typer.testing import CliRunner
 
 from fleet.deployment import Deployment
@@ -30,18 +28,6 @@ def _cli(*args: str):
     from jobcast.cli.app import app
 
     return runner.invoke(app, list(args), catch_exceptions=False)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_url(request, tmp_path):
-    """An empty store URL: a SQLite file, or a fresh database on the private PostgreSQL."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.db'}"
-        return
-    from pg_server import new_database
-
-    with new_database(request.getfixturevalue("pg_server")) as url:
-        yield url
 
 
 def _tables(url: str) -> dict[str, list[tuple]]:
@@ -84,22 +70,8 @@ def test_a_new_store_is_created_at_head_with_the_migrated_schema(empty_url, tmp_
     assert set(_tables(other)) == set(_tables(empty_url))
 
 
-def _released_tree(tmp_path: Path) -> Path:
-    """The released code's ``fleet`` and ``ingest`` packages, from git, in a folder."""
-    if not shutil.which("git"):
-        pytest.skip("git is needed to check out the released store code")
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", RELEASED, "fleet", "ingest"],
-                             capture_output=True, timeout=60)
-    if archive.returncode != 0:
-        pytest.skip(f"commit {RELEASED} is not in this clone: {archive.stderr[-200:]!r}")
-    tree = tmp_path / "released"
-    tree.mkdir()
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    return tree
-
-
 def test_a_store_made_by_the_released_code_upgrades_with_its_data(empty_url, tmp_path):
-    tree = _released_tree(tmp_path)
+    tree = code_at(RELEASED, tmp_path)
     code = ("import sys; from ingest.store import Store; from ingest.pipeline import "
             "ingest_paths; r = ingest_paths(Store(sys.argv[1]), sys.argv[2:]); "
             "print(len(r.added))")
