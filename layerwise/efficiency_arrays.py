@@ -345,19 +345,24 @@ class EfficiencyArrays:
                    chip_kinds, params.get("transfer_scale", 0.5))
 
 
-def read_saved(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """(``efficiency.json`` document, families with their forests) of a saved folder."""
-    doc_path = path / "efficiency.json"
+def read_saved_doc(doc_path: Path, version: int, what: str) -> dict[str, Any]:
+    """The JSON document of a saved model; clear errors for a missing file, bad JSON or a
+    format version this jobcast does not read."""
     if not doc_path.is_file():
-        raise FileNotFoundError(f"{doc_path}: not a saved efficiency predictor "
-                                "(no efficiency.json)")
+        raise FileNotFoundError(f"{doc_path}: not a saved {what} (no {doc_path.name})")
     try:
         doc = json.loads(doc_path.read_text())
     except json.JSONDecodeError as exc:
         raise ValueError(f"{doc_path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
-    if doc.get("format_version") != FORMAT_VERSION:
+    if doc.get("format_version") != version:
         raise ValueError(f"{doc_path}: format version {doc.get('format_version')!r}, "
-                         f"this jobcast reads {FORMAT_VERSION}")
+                         f"this jobcast reads {version}")
+    return doc
+
+
+def read_saved(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(``efficiency.json`` document, families with their forests) of a saved folder."""
+    doc = read_saved_doc(path / "efficiency.json", FORMAT_VERSION, "efficiency predictor")
     with np.load(path / "efficiency.npz") as npz:
         arrays = {k: npz[k] for k in npz.files}
     families: dict[str, dict[str, Any]] = {}

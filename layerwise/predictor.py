@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
+from layerwise.efficiency_arrays import read_saved_doc
 from layerwise.estimators import ESTIMATORS, Estimator, make_estimator
 from layerwise.features import FeatureError, feature_frame, hardware_signatures, known_device
 
@@ -103,21 +104,6 @@ def capped_fold(groups: np.ndarray, held: Any, rng: np.random.Generator, max_tra
     if len(test) > max_test:
         test = np.sort(rng.choice(test, max_test, replace=False))
     return train, test
-
-
-def read_saved_doc(doc_path: Path, version: int, what: str) -> dict[str, Any]:
-    """The JSON document of a saved model; clear errors for a missing file, bad JSON or a
-    format version this jobcast does not read."""
-    if not doc_path.is_file():
-        raise FileNotFoundError(f"{doc_path}: not a saved {what} (no {doc_path.name})")
-    try:
-        doc = json.loads(doc_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{doc_path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
-    if doc.get("format_version") != version:
-        raise ValueError(f"{doc_path}: format version {doc.get('format_version')!r}, "
-                         f"this jobcast reads {version}")
-    return doc
 
 
 @dataclass
