@@ -1,5 +1,7 @@
-"""Whole-job forecasts: training plus the evaluation passes a plan asks for.
+"""What a job will do: its training steps and the evaluation passes it asks for.
 
+The steps a request implies (``jobcast.service.candidates.phase_steps``) are a plan's; the
+whole-job forecast that prices them is the service's (``jobcast.service.candidates``).
 A :class:`JobPlan` checks its numbers when it is made and raises ``ValueError`` (which the
 CLI and the service report as the job's error) unless: every number is finite; the batch
 sizes are whole numbers in 1 .. :data:`~ingest.validate.MAX_BATCH_SIZE` (the bound stored
@@ -14,7 +16,6 @@ import math
 from dataclasses import dataclass
 
 from ingest.validate import MAX_BATCH_SIZE, MAX_ITERATIONS
-from models.e2e import FittedModel, choose, forecast
 
 MAX_JOB_ITERATIONS = MAX_ITERATIONS  # steps of one phase of a job: 1e9, the ingest bound
 
@@ -91,25 +92,3 @@ class JobPlan:
         passes = math.floor(min(self.epochs / self.eval_every + 1e-9, 2.0 * MAX_JOB_ITERATIONS))
         per_pass = math.ceil(self.eval_size / (self.eval_batch_size or self.batch_size))
         return _steps("test", float(passes) * per_pass, "--eval-every and --eval-size")
-
-
-def forecast_job(models: list[FittedModel], plan: JobPlan) -> dict:
-    """Train and test phase forecasts and their sum; bounds add up (errors are correlated)."""
-    phases = {}
-    train_iters = plan.train_iterations()
-    train = choose(
-        models, plan.network, plan.deployment, "train", plan.stack, train_iters, plan.batch_size
-    )
-    phases["train"] = forecast(train, train_iters, plan.batch_size)
-    test_iters = plan.test_iterations()
-    if test_iters:
-        test = choose(models, plan.network, plan.deployment, "test", plan.stack or train.stack)
-        phases["test"] = forecast(test, test_iters, plan.eval_batch_size or plan.batch_size)
-    total = {k: sum(p[k] for p in phases.values()) for k in ("seconds", "low", "high")}
-    return {
-        **total,
-        "unit": "s",
-        "model": train.model_id,
-        "extrapolated": any(p["extrapolated"] for p in phases.values()),
-        "phases": phases,
-    }

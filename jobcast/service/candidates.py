@@ -39,6 +39,7 @@ from fleet.deployment import Deployment, family_matches, normalise_deployment
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest
 from models.history import phase_shares
+from models.job import JobPlan
 from models.selector import Relation, age_bucket, devices_bucket
 from models.variant import request_variant
 
@@ -128,19 +129,23 @@ def matching_keys(asked: str, stored: Iterable[str]) -> list[tuple[str, str]]:
         return []
 
 
+def job_plan(req: JobRequest) -> JobPlan:
+    """The request as a plan (the one definition of the steps a job implies: ``JobPlan``)."""
+    return JobPlan(network=req.network, deployment=req.deployment or "",
+                   batch_size=req.batch_size, epochs=req.epochs, dataset_size=req.dataset_size,
+                   eval_every=req.eval_every, eval_size=req.eval_size)
+
+
 def phase_steps(req: JobRequest) -> int | None:
-    """Steps of the asked phase: iterations, else epochs x ceil(dataset / batch) for training
-    (also for a whole job), else evaluation passes x ceil(eval size / batch) for ``test``."""
+    """Steps of the asked phase: iterations, else the plan's training steps (also for a whole
+    job), else its evaluation steps for ``test``; None when the request does not say."""
     if req.iterations is not None:
         return int(req.iterations)
     if not (req.epochs and req.dataset_size and req.batch_size):
         return None
     if req.phase == "test":
-        if not (req.eval_every and req.eval_size):
-            return None
-        passes = math.floor(req.epochs / req.eval_every + 1e-9)
-        return int(passes * math.ceil(req.eval_size / req.batch_size))
-    return int(math.ceil(req.epochs * math.ceil(req.dataset_size / req.batch_size)))
+        return job_plan(req).test_iterations() if req.eval_every and req.eval_size else None
+    return job_plan(req).train_iterations()
 
 
 @dataclass(frozen=True)

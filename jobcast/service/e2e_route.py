@@ -28,7 +28,14 @@ from dataclasses import replace
 
 import pandas as pd
 
-from jobcast.service.candidates import Ask, Candidate, newest_first, own_scale, to_job
+from jobcast.service.candidates import (
+    Ask,
+    Candidate,
+    job_plan,
+    newest_first,
+    own_scale,
+    to_job,
+)
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.other_counts import scale_to_count
 from models.choice import describe_model
@@ -166,8 +173,7 @@ class EndToEndRoute:
         req = ask.req
         if not (req.eval_every and req.eval_size and req.epochs):
             return None
-        passes = int(req.epochs / req.eval_every + 1e-9)
-        steps = passes * -(-req.eval_size // req.batch_size)
+        steps = job_plan(req).test_iterations()
         twin = next((t for t in self._by_network.get((m.network, "test"), [])
                      if t.deployment == m.deployment and t.system == m.system
                      and t.variant == m.variant and stack_key(t.stack) == stack_key(m.stack)),

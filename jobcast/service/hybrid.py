@@ -53,7 +53,7 @@ from scipy import optimize, stats
 from sklearn.base import BaseEstimator, clone
 
 from ingest.store import Store
-from jobcast.service.candidates import Ask, Candidate, own_scale, to_job
+from jobcast.service.candidates import Ask, Candidate, own_scale, phase_steps, to_job
 from jobcast.service.e2e_route import EndToEndRoute, owned_by
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest
@@ -473,9 +473,8 @@ def _plain(req: JobRequest, model: FittedModel, iterations: int) -> Forecast:
 
 
 def _steps(req: JobRequest) -> int:
-    """Steps of the request: its iterations, else epochs x ceil(dataset size / batch)."""
-    if req.iterations is not None:
-        return int(req.iterations)
-    if req.epochs is not None and req.dataset_size is not None and req.batch_size:
-        return int(math.ceil(req.epochs * math.ceil(req.dataset_size / req.batch_size)))
-    raise ValueError("give iterations, or epochs with dataset_size")
+    """Steps of the request (:func:`jobcast.service.candidates.phase_steps`)."""
+    steps = phase_steps(req)
+    if steps is None:
+        raise ValueError("give iterations, or epochs with dataset_size")
+    return steps
