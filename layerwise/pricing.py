@@ -1,0 +1,139 @@
+"""Pricing a decomposed network's rows: one definition for both forecast paths.
+
+:func:`layerwise.compose.price_layers` (a predictor on data frames) and
+:func:`layerwise.quick.price_entries` (the shipped trees on plain arrays) differ only in how a
+table of distinct layer queries is predicted; everything else is here. Rules (the passes, the
+backward ratios and the kernels are stated in :mod:`layerwise.compose`):
+
+* **Plan**: per row, a forward query (optimizer ``none``) and, for a GEMM kind in a training
+  step, a training-step query; a ``view`` row costs nothing; a kind the predictor does not
+  know is priced by :func:`rough_ms` and flagged. Each priced kind also asks its smallest
+  configuration (its per-call floor, :func:`layerwise.as_run.floor_queries`).
+* **One prediction per distinct query**: repeated blocks ask the same rows many times; a
+  query's identity is its keys and values (queries of one kind share their key order).
+* Imports numpy, the layer kinds and the roofline's families only: no pandas on the fast path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from layerwise.as_run import (
+    BACKWARD_RATIO,
+    DEFAULT_BACKWARD_RATIO,
+    RunPrecision,
+    entry_floor,
+    floor_queries,
+)
+from layerwise.layers import LAYER_TYPES
+from layerwise.roofline import family_of
+
+ROUGH_INTERVAL = (0.3, 3.0)
+OUT = ("predicted_ms", "low_ms", "high_ms")
+FLAGS = ("extrapolated", "own_data")
+# distinct queries -> {column: array over them} for OUT (floats) and FLAGS (booleans)
+Predict = Callable[[list[dict]], Mapping[str, np.ndarray]]
+
+
+def rough_ms(row: Mapping, hw: Mapping, training: bool) -> float:
+    """A layer no kind expresses: max(FLOPs / 30 % of peak, bytes / 50 % of bandwidth), x3 when
+    training (forward, input and weight gradients)."""
+    peak = float(hw.get("hw_peak_tflops") or math.nan) * 1e12
+    bandwidth = float(hw.get("hw_bandwidth_gbs") or math.nan) * 1e9
+    compute = float(row.get("flops", 0.0)) / (0.3 * peak) if peak > 0 else 0.0
+    memory = (float(row.get("bytes_in", 0.0)) + float(row.get("bytes_out", 0.0))) / \
+        (0.5 * bandwidth) if bandwidth > 0 else 0.0
+    seconds = max(compute, memory) * (3.0 if training else 1.0)
+    return 1000.0 * seconds if math.isfinite(seconds) else 0.0
+
+
+def layer_query(row: Mapping, optimizer: str, precision: str | RunPrecision, framework: str,
+                hw: Mapping) -> dict:
+    """The predictor's query of one row: the kind's columns, the pass, the row's precision
+    as run, the framework and the device's features."""
+    kind = LAYER_TYPES[row["layer"]]
+    q = {c: row[c] for c in kind.columns if c in row}
+    if isinstance(precision, RunPrecision):
+        precision = precision.for_kind(row["layer"])
+    q.update(layer=row["layer"], optimizer=optimizer, precision=precision, framework=framework)
+    q.update({k: v for k, v in hw.items() if k == "gpu" or k.startswith("hw_")})
+    return q
+
+
+def layer_entry(row: Mapping, method: str, fwd: int | None, train: int | None,
+                cols: Mapping[str, np.ndarray], training: bool, hw: Mapping) -> dict:
+    """One row's entry (ms, interval, kernels, flags) from the predictions ``cols``."""
+    entry = {"name": row["name"], "layer": row["layer"], "keras_class": row["keras_class"],
+             "method": method, "flops": float(row["flops"]),
+             "params": int(row.get("params", 0) or 0), "ms": 0.0, "low_ms": 0.0,
+             "high_ms": 0.0, "kernels": 0, "extrapolated": False, "own_data": True,
+             "note": row.get("note", ""), "floor_ms": 0.0}
+    if method == "predictor":
+        f = np.array([cols[c][fwd] for c in OUT])
+        if not training:
+            total, kernels = f, 1
+        elif train is not None:
+            total = np.array([cols[c][train] for c in OUT])
+            kernels = 2
+            if row.get("grad_input", True):
+                total, kernels = total + f, 3
+        else:
+            total = f * (1.0 + BACKWARD_RATIO.get(row["layer"], DEFAULT_BACKWARD_RATIO))
+            kernels = 2
+        entry.update(ms=float(total[0]), low_ms=float(total[1]), high_ms=float(total[2]),
+                     kernels=kernels, extrapolated=bool(cols["extrapolated"][fwd]),
+                     own_data=bool(cols["own_data"][fwd]))
+    elif method == "unpriced":
+        ms = rough_ms(row, hw, training)
+        entry.update(method="roofline", ms=ms, low_ms=ms * ROUGH_INTERVAL[0],
+                     high_ms=ms * ROUGH_INTERVAL[1], kernels=3 if training else 1,
+                     own_data=False)
+        entry["note"] = (entry["note"] + "; " if entry["note"] else "") + \
+            "no layer kind: rough roofline (30 % of peak, 50 % of bandwidth)"
+    return entry
+
+
+def price_rows(rows: list[dict], known: Any, predict: Predict, hw: Mapping,
+               precision: str | RunPrecision, training: bool, optimizer: str,
+               framework: str) -> list[dict]:
+    """One entry per row (module rules); ``known``: the kinds the predictor prices."""
+    queries: list[dict] = []
+    plan: list[tuple[int, str, int | None, int | None]] = []
+    for i, row in enumerate(rows):
+        kind = row["layer"]
+        if kind == "view" or kind not in known:
+            plan.append((i, "none" if kind == "view" else "unpriced", None, None))
+            continue
+        fwd = len(queries)
+        queries.append(layer_query(row, "none", precision, framework, hw))
+        train = None
+        if training and family_of(kind) == "gemm":
+            train = len(queries)
+            queries.append(layer_query(row, optimizer, precision, framework, hw))
+        plan.append((i, "predictor", fwd, train))
+    floors = floor_queries(rows, plan, queries, training, optimizer, precision, framework, hw,
+                           layer_query)
+    first: dict[tuple, int] = {}
+    distinct: list[dict] = []
+    slot = []
+    for q in queries:
+        key = (tuple(q), tuple(map(str, q.values())))
+        if key not in first:
+            first[key] = len(distinct)
+            distinct.append(q)
+        slot.append(first[key])
+    take = np.asarray(slot, dtype=int)
+    pred = predict(distinct) if distinct else {}
+    cols = {c: np.asarray(pred[c])[take] if distinct else np.zeros(0) for c in (*OUT, *FLAGS)}
+    entries = []
+    for i, method, fwd, train in plan:
+        entry = layer_entry(rows[i], method, fwd, train, cols, training, hw)
+        if method == "predictor":
+            entry["floor_ms"] = min(entry["low_ms"], entry_floor(
+                rows[i], training, train is not None, optimizer, cols["predicted_ms"], floors))
+        entries.append(entry)
+    return entries
