@@ -1,6 +1,7 @@
 """Latency of a layerwise forecast of a known network at a batch size never asked before.
 
-* ``cli``: wall time of ``jobcast predict --network N --device D --batch-size B --json`` in a
+* ``cli``: wall time of ``jobcast predict --network N --device D --batch-size B
+  --iterations 100 --json`` in a
   fresh process (imports, store, predictor load, zoo spec, pricing), B new each time;
   interleaved run by run with the same command on ``--baseline-ref`` (a ``git archive`` of
   that commit in a temporary folder, same interpreter and packages);
@@ -35,6 +36,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
+ITERATIONS = 100  # the CLI asks for a job length (steps) since the whole job became its answer
 HEAVY = ("pandas", "sklearn", "scipy", "sqlalchemy", "numpy", "typer", "pydantic",
          "jobcast.service.forecaster", "layerwise.quick")
 
@@ -44,7 +46,7 @@ def cli_once(tree: Path, batch: int, store: str, network: str, device: str) -> f
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "jobcast", "predict", "--network", network, "--device", device,
-         "--batch-size", str(batch), "--store", store, "--json"],
+         "--batch-size", str(batch), "--iterations", str(ITERATIONS), "--store", store, "--json"],
         capture_output=True, text=True, env=env, cwd=tree)
     wall = time.perf_counter() - start
     if done.returncode != 0:
@@ -83,7 +85,8 @@ def heavy_imports(network: str, device: str, store: str) -> list[tuple[str, floa
     for the packages of :data:`HEAVY` in one ``-X importtime`` run of the CLI."""
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "jobcast", "predict", "--network", network,
-         "--device", device, "--batch-size", "64", "--store", store, "--json"],
+         "--device", device, "--batch-size", "64", "--iterations", str(ITERATIONS), "--store",
+         store, "--json"],
         capture_output=True, text=True, env=ENV, cwd=ROOT)
     entries = []  # (depth, name, cumulative ms), children before their parent
     for line in done.stderr.splitlines():
@@ -121,14 +124,19 @@ How the layerwise part got fast (issue 23):
 * The layer kinds import pandas for annotations only, so the layerwise path imports no
   pandas, scikit-learn or scipy: `layerwise only, fresh process` above.
 
-What keeps `jobcast predict` above 0.5 s is outside the layerwise path: the forecaster
-(`jobcast.service.forecaster` and the routes it registers: `models.selector`, `models.e2e`,
-the hybrid route) imports pandas, scikit-learn (and through it scipy) and SQLAlchemy at module
-level, and the CLI opens the store before forecasting; see the import table. The forecaster
-chooses among every route's candidates (history too) for a `--device` request as well, so the
-CLI should not go around it. With
-those imports made lazy (inside the functions that fit or read history) and the store opened
-on first use, the CLI would cost roughly the layerwise-only figure plus typer.
+* A forecast of a known network imports neither scikit-learn nor SciPy
+  (`tests/test_import_budget.py`, a module-set check): the selector's judging half
+  (`models.relation.SelectorCells`, the shipped prior) is plain Python, the estimators that
+  need scikit-learn or SciPy (`models.selector.BacktestSelector`, the hybrid's
+  `jobcast.service.batch_shape`, `models.phase_model`, `models.whole_job`, `models.scaling`,
+  `models.calibration`, `layerwise.compose`) are imported inside the functions that fit them
+  or read a fitted one from history.
+
+What still keeps `jobcast predict` above 0.5 s: pandas and SQLAlchemy (the import table). The
+forecaster chooses among every route's candidates (history too) for a `--device` request as
+well, so the CLI does not go around it: it opens the store (SQLAlchemy), and the routes read
+the run summaries as a DataFrame (pandas) even when the store is empty. An empty store
+answered without either would leave roughly the layerwise-only figure plus typer.
 """
 
 
@@ -159,7 +167,7 @@ def main() -> None:
         store = f"sqlite:///{tmp}/store.db"
         base = baseline_tree(args.baseline_ref, Path(tmp)) if args.baseline_ref else None
         fc = Forecaster(Store(store))
-        req = dict(network=args.network, device=args.device)
+        req = dict(network=args.network, device=args.device, iterations=ITERATIONS)
         assert fc.forecast(JobRequest(batch_size=batches.pop(), **req)).ok
         fast = quick.forecast_fast
         for _ in range(args.reps):

@@ -195,7 +195,12 @@ def write_doc(tables, choice, precision, tf_comp, pt_comp, det, per_gpu, per_net
             "## 6. Detection steps on the H100 (never fitted)\n",
             md(det[["network", "precision", "batch_per_gpu", "step_ms", "pred_ms", "ape"]]),
             "", READING, f"\nRun time {seconds:.0f} s.\n"]
-    DOC.write_text("\n".join(text))
+    old = DOC.read_text() if DOC.is_file() else ""
+    keep = old.find(V4_SECTION)  # section 7 is benchmarks/layerwise_networks_v4.py's: kept
+    DOC.write_text("\n".join(text) + ("\n" + old[keep:] if keep >= 0 else ""))
+
+
+V4_SECTION = "## 7. Composition with catalog features"
 
 
 HEAD = """# Layerwise for PyTorch: precision as run, composition across GPUs (issue 23)

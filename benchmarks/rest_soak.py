@@ -26,11 +26,22 @@ predictor, no calibration) in a temporary tracking database, starts the real CLI
 * **stop**: SIGTERM to ``jobcast serve``; seconds until it exits, and processes of its tree
   still alive afterwards (must be 0).
 
-The benchmark lowers its own priority (``nice`` 10; the server inherits it).
+``--auth`` (issue 27): the soak server has a token file (two tokens, one more revoked) and
+every request above carries a valid token; ``AUTH_KINDS`` add requests with no token, a
+malformed ``Authorization`` header, a wrong token and the revoked one (401/403 expected). A
+second server without tokens (same ``--workers``) gets every request but the ``AUTH_KINDS``,
+interleaved (which server first alternating; the one with tokens also answers the refusals),
+so the authorised p50 is compared with auth off in the same process and moment. Each client
+thread sends the valid requests on one keep-alive connection per server and the rest on
+another (a refusal closes its connection; the next request on it would time a reconnect).
+The failed-attempt limit is raised out of the way (``--max-auth-failures 10**9``: all
+requests come from one address); the 429 path is tested in ``tests/mlops/test_serve_auth.py``.
 
 Usage:
     .venv/bin/python benchmarks/rest_soak.py --requests 10000 --clients 8 --workers 2 \
         --ready-trials 3 --baseline --json benchmarks/results/rest_soak.json
+    .venv/bin/python benchmarks/rest_soak.py --auth --requests 10000 --clients 8 \
+        --workers 2 --ready-trials 0 --json benchmarks/results/rest_soak_auth.json
 """
 
 from __future__ import annotations
@@ -60,11 +71,34 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from ingest.pipeline import ingest_paths  # noqa: E402
 from ingest.store import Store  # noqa: E402
+from jobcast.mlops.auth import create_token, revoke_token  # noqa: E402
 from jobcast.mlops.registry import register_forecaster  # noqa: E402
 from models.e2e import fit_store, load_models  # noqa: E402
 
 NETWORKS = ("resnet50", "vgg16", "mobilenetv2", "inceptionv3", "alexnet", "googlenet")
 DEVICES = ("V100", "T4", "A100", "H100")
+VALID = ("valid_e2e", "valid_layerwise")  # the kinds timed against the server without tokens
+# kind -> (weight, expected status, which Authorization header): bodies of valid_e2e
+AUTH_KINDS = {"no_token": (10, 401, None), "malformed_header": (5, 401, "malformed"),
+              "wrong_token": (10, 403, "wrong"), "revoked_token": (5, 403, "revoked")}
+
+
+class Tokens:
+    """The soak's token file: two valid tokens, one revoked; the headers each kind sends."""
+
+    def __init__(self, folder: Path, rng: random.Random):
+        self.path, self.rng = folder / "tokens.json", rng
+        self.valid = [create_token(self.path, name)[1] for name in ("alice", "bob")]
+        self.revoked = create_token(self.path, "carol")[1]
+        revoke_token(self.path, "carol")
+
+    def header(self, kind: str) -> str | None:
+        how = AUTH_KINDS[kind][2] if kind in AUTH_KINDS else "valid"
+        good = self.rng.choice(self.valid)
+        return {None: None, "valid": f"Bearer {good}",
+                "malformed": self.rng.choice([f"Basic {good}", good, "Bearer", "Bearer a b"]),
+                "wrong": f"Bearer {good[:-6]}{self.rng.randrange(16**6):06x}",
+                "revoked": f"Bearer {self.revoked}"}[how]
 
 
 def free_port() -> int:
@@ -142,6 +176,13 @@ class Mix:
             "wrong_method": (1, 405, lambda: ("GET", "/invocations", None, None)),
         }
 
+    def auth_kinds(self) -> dict:
+        """The kinds of :meth:`kinds` plus :data:`AUTH_KINDS` (valid end-to-end bodies)."""
+        out = self.kinds()
+        body = out["valid_e2e"][2]
+        out.update({k: (w, status, body) for k, (w, status, _) in AUTH_KINDS.items()})
+        return out
+
 
 class Client:
     """One keep-alive connection; reconnects after the server closes it."""
@@ -150,12 +191,14 @@ class Client:
         self.port = port
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
 
-    def send(self, method: str, path: str, body: bytes | None,
-             ctype: str | None) -> tuple[int | str, str | None, float]:
+    def send(self, method: str, path: str, body: bytes | None, ctype: str | None,
+             authorization: str | None = None) -> tuple[int | str, str | None, float]:
+        headers = {"Content-Type": ctype or "application/json"}
+        if authorization is not None:
+            headers["Authorization"] = authorization
         start = time.perf_counter()
         try:
-            self.conn.request(method, path, body=body,
-                              headers={"Content-Type": ctype or "application/json"})
+            self.conn.request(method, path, body=body, headers=headers)
             resp = self.conn.getresponse()
             data = resp.read()
             if resp.getheader("connection", "").lower() == "close":
@@ -199,24 +242,45 @@ def idle_cpu(procs: list[psutil.Process], seconds: float) -> float:
     return 100.0 * (cpu_seconds(procs) - before) / seconds
 
 
-def soak(port: int, mix: Mix, n: int, clients: int, seed: int) -> dict:
-    kinds = mix.kinds()
+def soak(port: int, mix: Mix, n: int, clients: int, seed: int, tokens: Tokens | None = None,
+         twin_port: int | None = None) -> dict:
+    """``n`` requests of the mix; with ``tokens`` each carries its kind's header, and with
+    ``twin_port`` each valid one is also sent (no header) to that server, interleaved."""
+    kinds = mix.auth_kinds() if tokens else mix.kinds()
     names = list(kinds)
     plan = random.Random(seed).choices(names, weights=[kinds[k][0] for k in names], k=n)
-    bodies = [(kind, kinds[kind][2]()) for kind in plan]  # built before the clock starts
+    bodies = [(kind, kinds[kind][2](), tokens.header(kind) if tokens else None)
+              for kind in plan]  # built before the clock starts
     results: list[tuple[str, int | str, str | None, float]] = [None] * n  # type: ignore[list-item]
+    twin: list[tuple[str, int | str, float]] = []
     next_i = iter(range(n))
     lock = threading.Lock()
 
     def work() -> None:
+        # with a twin, the timed valid requests keep their own keep-alive connection on each
+        # server: a refusal closes its connection (401/403/429, 413) and the reconnect would
+        # be timed on the next request
         client = Client(port)
+        rest = Client(port) if twin_port else client
+        other = (Client(twin_port), Client(twin_port)) if twin_port else None
+
+        def to_twin(kind: str, request: tuple) -> None:
+            status, _, seconds = other[kind not in VALID].send(*request)
+            twin.append((kind, status, seconds))
+
         while True:
             with lock:
                 i = next(next_i, None)
             if i is None:
                 return
-            kind, request = bodies[i]
-            results[i] = (kind, *client.send(*request))
+            kind, request, authorization = bodies[i]
+            both = other is not None and kind not in AUTH_KINDS
+            if both and i % 2:
+                to_twin(kind, request)
+            results[i] = (kind, *(client if kind in VALID else rest).send(*request,
+                                                                          authorization))
+            if both and not i % 2:
+                to_twin(kind, request)
 
     threads = [threading.Thread(target=work) for _ in range(clients)]
     start = time.perf_counter()
@@ -234,7 +298,28 @@ def soak(port: int, mix: Mix, n: int, clients: int, seed: int) -> dict:
         latency[kind].append(seconds * 1000)
     every = np.concatenate([np.asarray(v) for v in latency.values()])
     pct = lambda a, q: round(float(np.percentile(a, q)), 2)  # noqa: E731
-    return {
+    extra = {}
+    if tokens:
+        unauthorised = [r for r in results if r[0] in AUTH_KINDS]
+        extra["auth"] = {
+            "unauthorised": len(unauthorised),
+            "unauthorised_status": dict(sorted(Counter(str(r[1]) for r in unauthorised)
+                                               .items())),
+            "unauthorised_not_401_403": sum(r[1] not in (401, 403) for r in unauthorised),
+            "rate_limited_429": sum(r[1] == 429 for r in results),
+        }
+    if twin:
+        on = [r[3] * 1000 for r in results if r[0] in VALID and r[1] == 200]
+        off = [s * 1000 for kind, status, s in twin if kind in VALID and status == 200]
+        extra["auth_on_vs_off"] = {
+            "authorised_valid_n": len(on), "auth_off_valid_n": len(off),
+            "auth_off_requests": len(twin),
+            "auth_off_unexpected": sum(status != kinds[kind][1] for kind, status, _ in twin),
+            "authorised_p50_ms": pct(on, 50), "auth_off_p50_ms": pct(off, 50),
+            "authorised_p99_ms": pct(on, 99), "auth_off_p99_ms": pct(off, 99),
+            "p50_ratio_on_over_off": round(float(np.percentile(on, 50)
+                                                 / np.percentile(off, 50)), 3)}
+    return {**extra,
         "requests": n, "clients": clients, "wall_s": round(wall, 2),
         "requests_per_s": round(n / wall, 1),
         "status": dict(sorted(by_status.items())),
@@ -249,11 +334,12 @@ def soak(port: int, mix: Mix, n: int, clients: int, seed: int) -> dict:
 
 
 def deadline_phase(port: int, procs: list[psutil.Process], timeout_s: float,
-                   idle_s: float) -> dict:
+                   idle_s: float, authorization: str | None = None) -> dict:
     rows = [{"network": net, "device": "V100", "batch_size": b, "iterations": 100}
             for net in ("densenet201", "inceptionv3", "resnet50", "vgg16")
             for b in range(300, 550)]
-    status, reason, seconds = Client(port).send("POST", "/invocations", records(rows), None)
+    status, reason, seconds = Client(port).send("POST", "/invocations", records(rows), None,
+                                                authorization)
     return {"rows": len(rows), "status": status, "reason": reason,
             "answered_after_s": round(seconds, 2), "timeout_s": timeout_s,
             "cpu_pct_after": round(idle_cpu(procs, idle_s), 2)}
@@ -319,6 +405,21 @@ def ready_trials(uri: str, model_uri: str, env: dict, folder: Path, trials: int,
             for name, runs in out.items()}
 
 
+def wait_ping(port: int, proc: subprocess.Popen) -> None:
+    """Until ``GET /ping`` answers 200 (the server is warm); exit when it died."""
+    while True:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/ping")
+            if conn.getresponse().status == 200:
+                conn.close()
+                return
+        except OSError:
+            if proc.poll() is not None:
+                sys.exit("the server without tokens exited")
+            time.sleep(0.05)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=10_000)
@@ -331,6 +432,9 @@ def main() -> None:
                         help="Starts timed to ready (one worker) before the soak.")
     parser.add_argument("--baseline", action="store_true",
                         help="Interleave `mlflow models serve` starts with the timed ones.")
+    parser.add_argument("--auth", action="store_true",
+                        help="Tokens on, auth failures in the mix, a twin server without "
+                             "tokens for the p50 comparison (module docstring).")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     os.nice(10)
@@ -349,13 +453,23 @@ def main() -> None:
                                  args.baseline) if args.ready_trials else {}
         port = free_port()
         log = open(folder / "serve.log", "w+")  # noqa: SIM115 - closed below
+        base = [sys.executable, "-m", "jobcast", "serve", "--tracking-uri", uri, "--workers",
+                str(args.workers), "--timeout", str(args.timeout)]
+        tokens = twin = None
+        if args.auth:
+            tokens = Tokens(folder, random.Random(args.seed))
+            twin_port = free_port()
+            twin = subprocess.Popen(base + ["--port", str(twin_port)], cwd=folder, env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         start = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jobcast", "serve", "--port", str(port), "--tracking-uri",
-             uri, "--workers", str(args.workers), "--timeout", str(args.timeout)],
+            base + ["--port", str(port)] + (["--tokens", str(tokens.path),
+                                             "--max-auth-failures", str(10**9)] if tokens
+                                            else []),
             cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
         report: dict = {"command": " ".join(sys.argv), "workers": args.workers,
                         "time_to_ready": readiness}
+        valid = tokens.header("valid_e2e") if tokens else None
         try:
             ping = None
             while ping is None:
@@ -376,15 +490,18 @@ def main() -> None:
             report["server_line"] = next(line for line in (folder / "serve.log").read_text()
                                          .splitlines() if "serving models:/" in line)
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            conn.request("GET", "/ready")
+            conn.request("GET", "/ready", headers={"Authorization": valid} if valid else {})
             report["ready_endpoint"] = json.loads(conn.getresponse().read())
             conn.close()
+            if twin is not None:
+                wait_ping(twin_port, twin)
             procs = tree(proc.pid)
             cpu_before = cpu_seconds(procs)
-            report["soak"] = soak(port, mix, args.requests, args.clients, args.seed)
+            report["soak"] = soak(port, mix, args.requests, args.clients, args.seed, tokens,
+                                  twin_port if twin is not None else None)
             report["soak"]["server_cpu_s"] = round(cpu_seconds(procs) - cpu_before, 1)
             report["cpu_pct_after_load"] = round(idle_cpu(procs, args.idle), 2)
-            report["deadline"] = deadline_phase(port, procs, args.timeout, args.idle)
+            report["deadline"] = deadline_phase(port, procs, args.timeout, args.idle, valid)
             pids = [p.pid for p in tree(proc.pid)]
             stop = time.perf_counter()
             proc.send_signal(signal.SIGTERM)
@@ -397,9 +514,14 @@ def main() -> None:
                                  "alive_after": len(alive)}
             server_log = (folder / "serve.log").read_text()
             report["tracebacks_in_server_log"] = server_log.count("Traceback")
+            if tokens:
+                report["tokens_in_server_log"] = sum(t in server_log for t in
+                                                     [*tokens.valid, tokens.revoked])
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            for p in (proc, twin):
+                if p is not None and p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+                    p.wait(timeout=60)
             log.close()
     text = json.dumps(report, indent=2)
     print(text)

@@ -1,6 +1,6 @@
 """The store: ingested files, their runs and phase segments, and fitted models.
 
-SQLite (the default: a file ``jobcast.db`` in the working directory) and PostgreSQL
+SQLite (the default: ``jobcast.db`` in the data directory, :mod:`ingest.home`) and PostgreSQL
 (``postgresql+psycopg://user:password@host:port/db``) are supported and tested; the SQL is
 SQLAlchemy's dialect-neutral constructs. The schema is versioned (:mod:`ingest.migrations`):
 a store opens only at the code's revision; an empty database is created at it; an older
@@ -25,9 +25,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ingest.events import ParsedRun
+from ingest.home import default_store_url, ensure_home
 from ingest.migrations import SchemaVersionError, ensure_head
 
-DEFAULT_STORE = "sqlite:///jobcast.db"
 BUSY_WAIT_S = 120.0  # how long a write waits out other writers before it fails
 _BUSY = ("database is locked", "database table is locked", "busy", "deadlock detected",
          "could not serialize access", "lock timeout")
@@ -126,8 +126,8 @@ class StoreError(RuntimeError):
 
 
 def store_url(url: str | None = None) -> str:
-    """The store URL: the argument, else ``$JOBCAST_STORE``, else ``sqlite:///jobcast.db``."""
-    return url or os.environ.get("JOBCAST_STORE") or DEFAULT_STORE
+    """The store URL: the argument, else ``$JOBCAST_STORE``, else ``<data home>/jobcast.db``."""
+    return url or os.environ.get("JOBCAST_STORE") or default_store_url()
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,7 @@ class Store:
         """Open the store at ``url``; raises :class:`SchemaVersionError` unless it is at the
         code's schema revision (an empty database is created at it)."""
         self.url = store_url(url)
+        ensure_home(self.url)
         self.engine: Engine = make_engine(self.url)
         ensure_head(self.engine, metadata, self.url)
 

@@ -39,9 +39,7 @@ How layer times are combined (see ``docs/layerwise-cpu.md`` for the calibration)
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from layerwise.as_run import (
     STRICT,
@@ -51,15 +49,13 @@ from layerwise.as_run import (
     resolve,
     run_class,
 )
-from layerwise.compose import (
-    ROUGH_INTERVAL,
-    composition_for,
-    price_layers,
-    rough_ms,
-)
 from layerwise.kinds.mapping import plane_params
 from layerwise.layers import all_columns, get_layer
 from layerwise.network import Network, NetworkSpecError, decompose
+from layerwise.pricing import ROUGH_INTERVAL, rough_ms
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PROXY_KIND = "act"  # element-wise unknown layers are priced as a ReLU of this kind
 # memory-bound kinds a per-type predictor may lack: priced as that ReLU too
@@ -96,6 +92,7 @@ def _proxy_act_row(row: dict) -> dict | None:
 
 
 def _predict_frame(predictor: Any, rows: list[dict], hw: dict) -> pd.DataFrame:
+    import pandas as pd
     frame = pd.DataFrame(rows)
     for col in ("gpu", *[k for k in hw if k.startswith("hw_")]):
         frame[col] = hw[col]
@@ -220,6 +217,7 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
                  framework: str, host_overhead_ms: float) -> dict:
     """Forecast dict of one step with the roofline-efficiency predictor and its composition;
     ``precision`` is the request, priced as the framework runs it (:mod:`layerwise.as_run`)."""
+    from layerwise.compose import composition_for, price_layers
     training = optimizer != "none"
     run = resolve(precision, framework, hw)
     layers = price_layers(net.rows, predictor, hw, run, training, optimizer, framework)
@@ -270,6 +268,7 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
 def _price_layers(net: Network, predictor: Any, known: set[str], hw: dict, training: bool,
                   add_forward: bool, call_overhead: str) -> tuple[list[dict], list[str]]:
     """Per-layer ms/low/high; the last list item carries the step floor (``floor_ms``)."""
+    import pandas as pd
     untrained: dict[str, list[str]] = {}  # known-to-bench types the predictor lacks
     queries: list[dict] = []  # rows sent to the predictor
     plan: list[tuple[int, str, int | None, int | None]] = []  # (row idx, method, q, q_fwd)

@@ -41,6 +41,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -49,8 +50,9 @@ from ingest.store import Store
 from models.choice import Choice, NoModelError, select
 from models.dataset import SkippedRun, collect_points, stack_key
 from models.fitted import FittedModel
-from models.hierarchy import fit_groups
-from models.phase_model import FORMS, PhaseTimeModel
+
+if TYPE_CHECKING:
+    from models.phase_model import PhaseTimeModel
 
 MIN_POINTS = 2
 SLUG_MAX = 160  # longer stack slugs are cut and qualified; ids stay within the store's 512
@@ -180,12 +182,14 @@ class FitReport:
 
 def check_form(form: str) -> None:
     """``form`` must be ``auto`` or one of :data:`models.phase_model.FORMS` (ValueError)."""
+    from models.phase_model import FORMS
     if form != "auto" and form not in FORMS:
         raise ValueError(f"unknown form {form!r}; choose auto or one of {sorted(FORMS)}")
 
 
 def _fit_key(df: pd.DataFrame, form: str) -> PhaseTimeModel:
     """The fitted estimator of one key's rows; raises with the reason it cannot be fitted."""
+    from models.phase_model import PhaseTimeModel
     if len(df) < MIN_POINTS:
         raise ValueError(f"{len(df)} progress point; a model needs at least {MIN_POINTS}")
     cols = ["iterations", "batch_size"] + (
@@ -218,6 +222,7 @@ def fit_report(points: pd.DataFrame, form: str = "auto",
     ``skipped``: runs left out as unusable (reported; a key with none usable fails).
     Raises ValueError only for an unknown ``form``; every per-key problem is a failure.
     """
+    from models.hierarchy import fit_groups
     check_form(form)
     skipped = list(skipped)
     report = FitReport()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from models.phase_model import PhaseTimeModel
+if TYPE_CHECKING:
+    from models.phase_model import PhaseTimeModel
 
 
 @dataclass
@@ -51,6 +53,7 @@ class FittedModel:
 
     @classmethod
     def from_record(cls, rec: dict) -> FittedModel:
+        from models.phase_model import PhaseTimeModel
         p = rec["params"]
         return cls(
             model_id=rec["model_id"],

@@ -218,8 +218,9 @@ ax.legend(); plt.show()"""),
     ],
     "04_job_plan.ipynb": [
         ("md", "# Planning a job across deployments: time and cost\n\nResNet-50, 40 epochs of "
-               "ImageNet: end-to-end forecasts where the bundled logs have history, layerwise "
-               "for GPUs in the price table; cost from the (editable) price table."),
+               "ImageNet: the GPUs asked (layerwise, or end-to-end where history matches) "
+               "and, with `include_history`, every deployment the bundled logs have history "
+               "of; one ranking per precision; cost from the (editable) price table."),
         ("code", SETUP),
         ("code", """\
 import tempfile
@@ -232,13 +233,14 @@ from jobcast.service.prices import load_prices
 store = Store(f"sqlite:///{Path(tempfile.mkdtemp()) / 'plan.db'}")
 ingest_paths(store, [str(DATA / "mlperf")]); fit_store(store)
 result = compare(Forecaster(store), load_prices(), "resnet50", batch_size=256, epochs=40,
-                 devices=["V100", "T4", "A100 SXM4 40GB", "L4"])
+                 devices=["V100", "T4", "A100 SXM4 40GB", "L4"], include_history=True)
 table = pd.DataFrame(result["candidates"])
-cols = [c for c in ["candidate", "route", "gpus", "seconds", "low", "high", "usd", "rank_time",
-                    "rank_cost", "error"] if c in table]
-table[cols]"""),
+cols = [c for c in ["candidate", "source", "precision", "route", "gpus", "seconds", "low",
+                    "high", "usd", "rank_time", "rank_cost", "error"] if c in table]
+table[cols]  # one ranking per precision; history stating no precision ranked apart"""),
         ("code", """\
-ok = table[table["seconds"].notna()].copy()
+ok = table[table["rank_time"].notna()].copy()  # ranked rows: one precision each
+ok["candidate"] = ok["candidate"] + " (" + ok["precision"] + ")"
 ok["hours"] = ok["seconds"] / 3600
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
 ok.plot.barh(x="candidate", y="hours", ax=axes[0], legend=False, title="time (h)")

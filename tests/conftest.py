@@ -7,7 +7,10 @@ which pytest puts on ``sys.path`` with this file.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,24 @@ from paths import DATA, SHARED_DATA
 # processes and notebook kernels inherit it): OpenMP threads spin-wait for each other, and on
 # a loaded 2-core CI box a 360-row `layerwise train` took 110 s with them, 10 s without.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# No test writes to the real data directory (ingest/home.py): the default store and MLflow
+# database live in one fresh folder per session (subprocesses and notebook kernels inherit
+# it), and a store or tracking server named in the developer's shell is never used.
+os.environ["JOBCAST_HOME"] = tempfile.mkdtemp(prefix="jobcast-test-home-")
+atexit.register(shutil.rmtree, os.environ["JOBCAST_HOME"], ignore_errors=True)
+for _name in ("JOBCAST_STORE", "MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
+    os.environ.pop(_name, None)
+_SESSION_HOME = os.environ["JOBCAST_HOME"]
+
+
+@pytest.fixture(autouse=True)
+def _own_data_home(request, monkeypatch):
+    """Each test its own data directory (not created until a command writes there), so a
+    command run without ``--store`` starts from an empty default store; session- and
+    module-scoped fixtures see the session's."""
+    name = "".join(c if c.isalnum() else "_" for c in request.node.nodeid)[-100:]
+    monkeypatch.setenv("JOBCAST_HOME", os.path.join(_SESSION_HOME, name))
 
 
 @pytest.fixture(scope="session")

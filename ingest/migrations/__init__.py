@@ -28,6 +28,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ingest.credentials import hide_password
+
 REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004")
 HEAD = REVISIONS[-1]
 VERSION_TABLE = "jobcast_alembic_version"
@@ -99,7 +101,7 @@ def state(engine: Engine) -> SchemaState:
 
 
 def _refusal(url: str, found: SchemaState) -> SchemaVersionError:
-    url = sa.engine.make_url(url).render_as_string(hide_password=True)
+    url = hide_password(url)
     if found.status == "outdated":
         return SchemaVersionError(
             f"the store is at schema revision {found.revision}, this jobcast reads {HEAD}: "

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from jobcast.cli import bench as cli_bench
+from jobcast.cli import catalog as cli_catalog
 from jobcast.cli import check as cli_check
 from jobcast.cli import history as cli_history
 from jobcast.cli import layerwise as cli_layerwise
@@ -19,11 +20,12 @@ from jobcast.cli.options import (
     AS_JSON,
     FRAMEWORK,
     IMAGE_SIZE,
-    PRECISION,
     STORE,
     TRACKING_URI,
+    VERBOSE,
     json_option,
     open_store,
+    quiet_libraries,
 )
 from jobcast.cli.output import (
     RICH_MARKUP_MODE,
@@ -41,6 +43,28 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=RICH_MARKUP_MODE,
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from ingest.home import data_home
+        from ingest.store import store_url
+        from jobcast.cli.store import shown
+        from jobcast.service.catalog import jobcast_version
+
+        note("", f"jobcast {jobcast_version()}; data dir {data_home()}; store "
+                 f"{shown(store_url())} (`jobcast info` for more)")
+        raise typer.Exit()
+
+
+@app.callback()
+def app_options(
+    verbose: bool = VERBOSE,
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
+                                 help="Show the version, the data directory and the store."),
+) -> None:
+    """Forecast how long a CNN training job will take, before it runs."""
+    quiet_libraries(verbose)
 
 @app.command()
 def ingest(
@@ -166,12 +190,16 @@ def runs(
     deployment: str | None = typer.Option(None, help="Only runs on this deployment."),
     as_json: bool = json_option("Print a JSON list of runs."),
 ) -> None:
-    """List the runs in the store with their phase segments."""
-    from jobcast.cli.views import runs_payload, runs_table
+    """List the runs in the store with their system and phase segments."""
+    from jobcast.cli.views import runs_empty_hint, runs_payload, runs_table
 
-    payload = runs_payload(open_store(store), network, deployment)
+    st = open_store(store, create=False)
+    payload = runs_payload(st, network, deployment)
     if as_json:
         emit_json(payload)
+    elif not payload:
+        for line in runs_empty_hint(st.url, network, deployment):
+            note("", line)
     else:
         console.print(runs_table(payload))
 
@@ -202,7 +230,7 @@ def fit(
     from jobcast.cli.views import models_payload, models_table
     from jobcast.service.fitting import fit_store_all
 
-    st = open_store(store)
+    st = open_store(store, create=False)
     try:
         with progress_bar("backtest", disable=as_json or not backtest) as advance:
             outcome = fit_store_all(st, form=form, backtest=backtest,
@@ -270,6 +298,8 @@ def predict(
         None,
         help="CSV of jobs (network, deployment, batch_size, iterations, phase) for batch mode.",
     ),
+    layers: bool = typer.Option(False, "--layers", help="With --json: each layer's "
+                                "forecast too (layerwise answers)."),
     store: str | None = STORE,
     as_json: bool = AS_JSON,
 ) -> None:
@@ -279,12 +309,12 @@ def predict(
 
     if phase not in ("job", "train", "test"):
         fail(f"--phase must be job, train or test, got {phase!r}")
-    fc = Forecaster(open_store(store))
     if jobs is not None:
         try:
             requests = read_jobs_rows(jobs)
         except JobRequestError as exc:
             fail(str(exc))
+        fc = Forecaster(open_store(store, create=False))
         results = [{"job": {}, "error": str(r)} if isinstance(r, JobRequestError)
                    else fc.forecast(r).to_dict() for r in requests]
         if as_json:
@@ -296,6 +326,14 @@ def predict(
         raise typer.Exit(1 if any("error" in r for r in results) else 0)
     if not network:
         fail("give --network (or --jobs FILE.csv)")
+    st = open_store(store, create=False)
+    if system and not (deployment or device):  # the system's history names its deployment
+        from jobcast.service.systems import SystemDeploymentError, system_deployment
+
+        try:
+            deployment = system_deployment(st, system, network)
+        except SystemDeploymentError as exc:
+            fail(str(exc))
     flags = dict(network=network, deployment=deployment, batch_size=batch_size,
                  iterations=iterations, phase=phase, epochs=epochs, dataset_size=dataset_size,
                  eval_every=eval_every, eval_size=eval_size, stack=stack, device=device,
@@ -305,7 +343,9 @@ def predict(
         req = JobRequest.from_mapping(flags)
     except JobRequestError as exc:
         fail(str(exc))
-    result = fc.forecast(req).to_dict()
+    result = Forecaster(st).forecast(req).to_dict()
+    if not layers:
+        result.pop("layers", None)
     if "error" in result:
         fail(result["error"])
     if as_json:
@@ -332,14 +372,20 @@ def compare(
     ),
     optimizer: str = typer.Option("sgd", help="Layerwise: optimizer of the training step."),
     image_size: int | None = IMAGE_SIZE,
-    precision: str = PRECISION,
+    precision: list[str] | None = typer.Option(
+        None, "--precision", help="Precision as set in the framework: fp32 (default), tf32, "
+        "fp16, bf16, fp32-strict; repeat to rank several, each on its own."),
     framework: str = FRAMEWORK,
     gpus: str = typer.Option("1", help="GPU counts to rank per device, e.g. 1,2,4,8 (the "
                              "global batch is split over them)."),
+    include_history: bool = typer.Option(
+        False, "--include-history", help="Also rank every deployment the store has history "
+        "of for this network (at the precisions asked; history that states none apart)."),
     store: str | None = STORE,
     as_json: bool = AS_JSON,
 ) -> None:
-    """Rank deployments for a job by forecast time and by cost."""
+    """Rank devices x GPU counts for a job by forecast time and by cost, one ranking per
+    precision; exit 1 when any row could not be forecast (the others are still shown)."""
     from jobcast.service.compare import compare as run_compare
     from jobcast.service.forecaster import Forecaster
     from jobcast.service.prices import PriceTableError, load_prices
@@ -351,7 +397,7 @@ def compare(
     try:
         table = load_prices(prices)
         result = run_compare(
-            Forecaster(open_store(store)),
+            Forecaster(open_store(store, create=False)),
             table,
             network,
             batch_size,
@@ -360,9 +406,10 @@ def compare(
             devices=device or None,
             optimizer=optimizer,
             image_size=image_size,
-            precision=precision,
+            precision=precision or ["fp32"],
             framework=framework,
             counts=counts,
+            include_history=include_history,
         )
     except (PriceTableError, ValueError) as exc:
         fail(str(exc))
@@ -372,6 +419,10 @@ def compare(
         from jobcast.cli.views import compare_table
 
         console.print(compare_table(result))
+    if result["failed"]:
+        note("error:", f"{result['failed']} of {len(result['candidates'])} rows could not be "
+             "forecast (shown with their reason)", "red", err=True)
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -380,9 +431,12 @@ def report(
     store: str | None = STORE,
 ) -> None:
     """Write a self-contained HTML report of the store and every fitted model."""
-    from jobcast.cli.report import write_report
+    from jobcast.cli.report import EmptyStoreError, write_report
 
-    path = write_report(open_store(store), out)
+    try:
+        path = write_report(open_store(store, create=False), out)
+    except EmptyStoreError as exc:
+        fail(str(exc), 1)
     note("", f"wrote {path}")
 
 
@@ -405,10 +459,29 @@ cli_bench.register(app)
 cli_store.register(app)
 cli_stack.register(app)
 cli_check.register(app)
+cli_catalog.register(app)
+
+
+REFUSED = ("permission denied", "insufficientprivilege", "readonly database",
+           "read-only", "read only")
 
 
 def main() -> None:
-    app()
+    """Run the CLI; a store that refuses a write (a read-only role or file) is one clear
+    error line (exit 2), not a traceback."""
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - only a refused write is translated
+        from sqlalchemy.exc import DBAPIError
+
+        if isinstance(exc, DBAPIError):
+            first = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+            if any(word in first.lower() for word in REFUSED):
+                note("error:", f"the store refused to write ({first}): this command writes; "
+                     "use a role or file that may (a team stack: `source D/env`, not "
+                     "D/reader.env)", "red", err=True)
+                sys.exit(2)
+        raise
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ def check(
         client = open_prometheus(url, timeout=timeout, retries=retries,
                                  bearer_token=bearer_token, basic_auth=basic_auth,
                                  ca_file=ca_file, insecure=insecure)
-    st = open_store(store)
+    st = open_store(store, create=False)
     try:
         if log:
             obs, start, end = src.observe_log(log, network=network, deployment=deployment,

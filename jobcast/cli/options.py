@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from ingest.credentials import hide_password
 from jobcast.cli.output import fail
 
 if TYPE_CHECKING:
     from ingest.prometheus import MetricNames, PrometheusClient
     from ingest.store import Store
 
-STORE_HELP = "Store URL (any SQLAlchemy URL); default $JOBCAST_STORE or sqlite:///jobcast.db."
+STORE_HELP = ("Store URL (any SQLAlchemy URL); default $JOBCAST_STORE, else jobcast.db in the "
+              "data directory (`jobcast info`).")
 
 
 def json_option(text: str = "Print JSON.") -> Any:
@@ -37,19 +39,55 @@ AS_JSON = json_option()
 STORE = typer.Option(None, "--store", help=STORE_HELP)
 TRACKING_URI = typer.Option(
     None, "--tracking-uri",
-    help="MLflow tracking/registry URI; default $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db "
-         "beside the store.",
+    help="MLflow tracking/registry URI; default $MLFLOW_TRACKING_URI, else mlflow.db beside "
+         "a SQLite store (else in the data directory).",
 )
 
 
-def open_store(url: str | None) -> Store:
-    """The store at ``url`` (``None``: the default); fails on a bad URL or unreachable store."""
-    from ingest.store import Store
+def open_store(url: str | None, *, create: bool = True) -> Store:
+    """The store at ``url`` (``None``: ``$JOBCAST_STORE``, else the default); fails on a bad
+    URL or unreachable store.
 
+    ``create=False`` (every command that only uses history: runs, predict, compare, report,
+    fit, register, ...) never creates a SQLite file: a default store that does not exist yet
+    reads as an empty one (a fresh machine still forecasts from the shipped data), and a named
+    one (``--store``, ``$JOBCAST_STORE``) that does not exist fails with exit 2 (a misspelled
+    name). ``ingest`` (and set-up commands) create the store on first use."""
+    import os
+
+    from ingest.home import sqlite_path
+    from ingest.store import Store, store_url
+
+    if not create:
+        full = store_url(url)
+        path = sqlite_path(full)
+        if path is not None and not path.exists():
+            if url or os.environ.get("JOBCAST_STORE"):
+                where = "--store" if url else "$JOBCAST_STORE"
+                fail(f"no store at {path.resolve()}; ingest first (`jobcast ingest LOGS...`) "
+                     f"or check {where}")
+            return empty_store(full)
     try:
         return Store(url)
     except Exception as exc:  # bad URL, unreachable server, unreadable file
-        fail(f"cannot open store {url or '(default)'}: {exc}")
+        fail(f"cannot open store {hide_password(url) if url else '(default)'}: {exc}")
+
+
+def empty_store(url: str) -> Store:
+    """An empty store in memory that names itself ``url``: the history of a store that does
+    not exist yet, read without creating it."""
+    import sqlalchemy as sa
+    from sqlalchemy.pool import StaticPool
+
+    from ingest.migrations import ensure_head
+    from ingest.store import Store, metadata
+
+    store = Store.__new__(Store)
+    store.url = url
+    store.engine = sa.create_engine("sqlite://", poolclass=StaticPool,
+                                    connect_args={"check_same_thread": False})
+    ensure_head(store.engine, metadata, "sqlite://")
+    return store
 
 
 def open_store_later(url: str | None) -> Callable[[], Store]:
@@ -62,18 +100,20 @@ def open_store_later(url: str | None) -> Callable[[], Store]:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
+    from ingest.home import data_home
     from ingest.store import store_url
 
     full = store_url(url)
     try:
         parsed = make_url(full)
     except ArgumentError as exc:
-        fail(f"cannot open store {url or '(default)'}: {exc}")
+        fail(f"cannot open store {hide_password(url) if url else '(default)'}: {exc}")
     path = parsed.database if parsed.get_backend_name() == "sqlite" else None
     if not path or path == ":memory:" or path.startswith("file:") or Path(path).exists():
         st = open_store(url)
         return lambda: st
-    if not Path(path).resolve().parent.is_dir():
+    folder = Path(path).resolve().parent
+    if not folder.is_dir() and folder != data_home().resolve():  # the data dir is made
         fail(f"cannot open store {full}: folder {Path(path).resolve().parent} does not exist")
     return lambda: open_store(url)
 
@@ -143,3 +183,30 @@ def metric_names(prefix: str, job_label: str, network_label: str,
                            deployment_label=deployment_label).validate()
     except ValueError as exc:
         fail(str(exc))
+
+
+# -- the app's own options (jobcast -v, --version) ----------------------------------------------
+
+VERBOSE = typer.Option(False, "--verbose", "-v",
+                       help="Show the libraries' own log lines and warnings (MLflow, ...).")
+
+
+def quiet_libraries(verbose: bool) -> None:
+    """Unless ``verbose``: MLflow logs warnings and errors only (its INFO lines about creating
+    tables and the like stay out of the output) and the libraries' User-, Future- and
+    DeprecationWarnings (hints about inferred schemas, type hints, ...) are not shown;
+    jobcast's own warnings, notes and errors are unchanged."""
+    import logging
+    import os
+    import warnings
+
+    if verbose:
+        logging.basicConfig(level=logging.INFO)
+        return
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read when MLflow is imported
+    logging.getLogger("mlflow").setLevel(logging.WARNING)  # if it is imported already
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    for category in (UserWarning, FutureWarning, DeprecationWarning):
+        warnings.filterwarnings("ignore", category=category)
+    # jobcast's own warnings still show (a filter added later is checked first)
+    warnings.filterwarnings("default", module=r"(jobcast|ingest|models|layerwise|fleet)\b")

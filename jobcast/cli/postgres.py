@@ -8,6 +8,16 @@ Rules:
   on 127.0.0.1:<port> only, over TCP (no unix socket, so no path-length limit), and asks
   for a password (SCRAM). The superuser is ``jobcast``; its password is drawn once at
   ``initdb`` and kept in ``<root>/pg.password`` (mode 0600).
+- Least privilege (:meth:`LocalPostgres.ensure_roles`): a database gets a writer role
+  (``jobcast_writer``: owns its ``public`` schema and every table in it, so it creates and
+  migrates the store, ingests, fits, registers) and a read-only role (``jobcast_reader``:
+  CONNECT, USAGE and SELECT, also on tables the writer makes later; nothing else). Nobody
+  else may connect to it or make temporary tables there; ``private`` databases (MLflow's)
+  are for the superuser only. Each role's password is drawn once and kept in
+  ``<root>/pg-<writer|reader>.password`` (0600); it reaches the server only as a SCRAM
+  verifier made on this side, so no plain password is ever in a statement or a server log.
+- Secret files are read with :func:`ingest.credentials.read_secret`: refused when group- or
+  world-readable.
 - PostgreSQL refuses to run as root: as root the server runs as the ``postgres`` user
   (``runuser``), which then owns ``pgdata`` and the log and must be able to enter ``root``.
 - ``fast`` (tests only): no fsync at initdb or at run time; a crash may lose the data.
@@ -17,13 +27,16 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ingest.credentials import new_secret, read_secret, secret_or_new, write_secret
+
 SUPERUSER = "jobcast"
+WRITER, READER = "jobcast_writer", "jobcast_reader"
+ROLES = {"writer": WRITER, "reader": READER}
 
 
 class PostgresUnavailable(RuntimeError):
@@ -89,12 +102,19 @@ class LocalPostgres:
         return self.root / "pg.password"
 
     def password(self) -> str:
-        return self.password_file.read_text(encoding="utf-8").strip()
+        return read_secret(self.password_file)
 
-    def url(self, database: str = "postgres", driver: str = "psycopg") -> str:
-        """The SQLAlchemy URL of ``database`` (password included)."""
-        return (f"postgresql+{driver}://{SUPERUSER}:{self.password()}@127.0.0.1:{self.port}/"
-                f"{database}")
+    def role_password_file(self, kind: str) -> Path:
+        """Where the ``writer`` or ``reader`` role's password is kept."""
+        return self.root / f"pg-{kind}.password"
+
+    def url(self, database: str = "postgres", driver: str = "psycopg",
+            role: str | None = None) -> str:
+        """The SQLAlchemy URL of ``database`` (password included) as the superuser, or as
+        ``role`` (``writer`` or ``reader``, see :meth:`ensure_roles`)."""
+        user = ROLES[role] if role else SUPERUSER
+        password = read_secret(self.role_password_file(role)) if role else self.password()
+        return f"postgresql+{driver}://{user}:{password}@127.0.0.1:{self.port}/{database}"
 
     def initialised(self) -> bool:
         return (self.data / "PG_VERSION").is_file() and self.password_file.is_file()
@@ -130,9 +150,8 @@ class LocalPostgres:
         if self.data.exists():
             shutil.rmtree(self.data)  # a half-made cluster from an interrupted init
         self.data.mkdir(mode=0o700)
-        password = secrets.token_urlsafe(18)
-        pwfile = self.root / ".initdb-password"
-        pwfile.write_text(password + "\n", encoding="utf-8")
+        password = new_secret()
+        pwfile = write_secret(self.root / ".initdb-password", password)
         self.log.touch()
         self._give_to_server_user(self.data, pwfile, self.log)
         args = ["initdb", "-D", str(self.data), "-U", SUPERUSER, f"--pwfile={pwfile}",
@@ -146,8 +165,7 @@ class LocalPostgres:
             pwfile.unlink(missing_ok=True)
         if done.returncode != 0:
             raise PostgresUnavailable(f"initdb failed: {(done.stderr or done.stdout)[-800:]}")
-        self.password_file.write_text(password + "\n", encoding="utf-8")
-        self.password_file.chmod(0o600)
+        write_secret(self.password_file, password)
         return True
 
     def options(self) -> str:
@@ -188,15 +206,17 @@ class LocalPostgres:
         except (OSError, ValueError, IndexError):
             return None
 
-    def create_database(self, name: str) -> bool:
-        """Create database ``name`` unless it exists; returns whether it was created."""
+    def _connect(self, dbname: str = "postgres"):
         import psycopg
 
+        return psycopg.connect(host="127.0.0.1", port=self.port, user=SUPERUSER,
+                               password=self.password(), dbname=dbname, autocommit=True)
+
+    def create_database(self, name: str) -> bool:
+        """Create database ``name`` unless it exists; returns whether it was created."""
         if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
             raise ValueError(f"database name {name!r}: use lower-case letters, digits and _")
-        with psycopg.connect(host="127.0.0.1", port=self.port, user=SUPERUSER,
-                             password=self.password(), dbname="postgres",
-                             autocommit=True) as conn:
+        with self._connect() as conn:
             if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
                             (name,)).fetchone():
                 return False
@@ -204,9 +224,46 @@ class LocalPostgres:
             return True
 
     def drop_database(self, name: str) -> None:
-        import psycopg
-
-        with psycopg.connect(host="127.0.0.1", port=self.port, user=SUPERUSER,
-                             password=self.password(), dbname="postgres",
-                             autocommit=True) as conn:
+        with self._connect() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def ensure_roles(self, database: str, private: tuple[str, ...] = ()) -> None:
+        """Least privilege on ``database`` (module rules); safe to repeat. Existing tables
+        (e.g. a store the superuser made) are handed to the writer."""
+        from psycopg import sql
+
+        with self._connect() as conn:
+            for kind, role in ROLES.items():
+                password = secret_or_new(self.role_password_file(kind))
+                verifier = conn.pgconn.encrypt_password(password.encode(), role.encode(),
+                                                        b"scram-sha-256").decode()
+                exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",
+                                      (role,)).fetchone()
+                verb = "ALTER" if exists else "CREATE"
+                conn.execute(sql.SQL(verb + " ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
+                                     "NOINHERIT PASSWORD {}").format(sql.Identifier(role),
+                                                                     sql.Literal(verifier)))
+            db, writer, reader = map(sql.Identifier, (database, WRITER, READER))
+            conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(db))
+            conn.execute(sql.SQL("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}").format(
+                db, writer))
+            conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, reader))
+            for name in private:
+                conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(
+                    sql.Identifier(name)))
+        with self._connect(database) as conn:
+            conn.execute(sql.SQL("ALTER SCHEMA public OWNER TO {}").format(writer))
+            conn.execute("REVOKE ALL ON SCHEMA public FROM PUBLIC")
+            conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(reader))
+            for kind, name in conn.execute(
+                    "SELECT c.relkind, c.relname FROM pg_class c JOIN pg_namespace n "
+                    "ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN "
+                    "('r', 'p', 'v', 'm') AND pg_get_userbyid(c.relowner) <> %s "
+                    "ORDER BY c.relkind DESC", (WRITER,)).fetchall():
+                what = {"v": "VIEW", "m": "MATERIALIZED VIEW"}.get(kind, "TABLE")
+                conn.execute(sql.SQL("ALTER " + what + " {} OWNER TO {}").format(
+                    sql.Identifier("public", name), writer))
+            conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(
+                reader))
+            conn.execute(sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} IN SCHEMA public "
+                                 "GRANT SELECT ON TABLES TO {}").format(writer, reader))

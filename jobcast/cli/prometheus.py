@@ -248,7 +248,8 @@ def eta(
     finally:
         client.close()
     try:
-        result = estimate_eta(trace, Forecaster(open_store(store)), iterations=iterations,
+        forecaster = Forecaster(open_store(store, create=False))
+        result = estimate_eta(trace, forecaster, iterations=iterations,
                               test_iterations=test_iterations)
     except EtaError as exc:
         fail(str(exc))

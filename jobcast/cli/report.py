@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from fleet.deployment import Deployment
+from ingest.credentials import hide_password
 from ingest.store import Store, StoredRun
 from jobcast.cli import report_figures as figs
 from models.dataset import progress_points
@@ -257,7 +258,8 @@ def build_report(store: Store) -> str:
     counts = store.counts()
     problems: list[str] = []
     n_figures = 0
-    parts = [f"<h1>jobcast report</h1><p>Store <code>{html.escape(store.url)}</code>. "
+    shown_url = html.escape(hide_password(store.url))
+    parts = [f"<h1>jobcast report</h1><p>Store <code>{shown_url}</code>. "
              f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.</p>"]
 
     # -- the data ------------------------------------------------------------------------
@@ -369,8 +371,22 @@ def build_report(store: Store) -> str:
             f"<body>{body}</body></html>")
 
 
+class EmptyStoreError(ValueError):
+    """The store holds no run: there is nothing to report (the message says what to do)."""
+
+
 def write_report(store: Store, out: Path) -> Path:
+    """Write ``out/report.html``; :class:`EmptyStoreError` (and no folder made) when the store
+    holds no run. The page is built before the folder is made, so a failure leaves none."""
+    if not store.counts()["runs"]:
+        from jobcast.cli.store import shown
+
+        raise EmptyStoreError(
+            f"the store {shown(store.url)} holds no runs, so there is nothing to report: "
+            "ingest logs first (`jobcast ingest LOGS...`), or point --store at a store with "
+            "runs (after `make demo`: --store sqlite:///demo-out/jobcast.db)")
+    text = build_report(store)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "report.html"
-    path.write_text(build_report(store), encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     return path

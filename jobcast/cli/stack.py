@@ -16,10 +16,18 @@ Pieces (``--dir D``, default ``./jobcast-stack``):
 Rules: ``up`` starts what is not running and is safe to repeat; ports and options given to
 ``up`` are kept in ``D/stack.json`` for later calls. Each process runs in its own session,
 its PID in ``D/run/<piece>.pid`` and its output in ``D/logs/<piece>.log``; ``down`` stops
-the process group (SIGTERM, then SIGKILL after 30 s). ``D/env`` (mode 0600) exports
-``JOBCAST_STORE`` and ``MLFLOW_TRACKING_URI`` for the stack: ``source D/env``. The store is
-created at the newest schema revision on first ``up``; an older store is reported (run
-``jobcast store upgrade``), never migrated here. Printed URLs hide the password.
+the process group (SIGTERM, then SIGKILL after 30 s). The store is created (by the writer
+role) at the newest schema revision on first ``up``; an older store is reported (run
+``jobcast store upgrade``), never migrated here.
+
+Least privilege and secrets (:mod:`jobcast.cli.stack_secrets`): ``D/env`` (mode 0600) exports
+``JOBCAST_STORE`` as the store's writer role and ``MLFLOW_TRACKING_URI`` (plus the tracking
+server's admin login when its basic auth is on): ``source D/env`` to ingest, fit, register.
+``D/reader.env`` exports the same as the read-only role (and the tracking server's read-only
+user): for predict, report and serve; the forecast server the stack starts gets it. The
+tracking server runs MLflow's basic-auth app when ``--mlflow-auth`` is given or ``--host``
+is beyond loopback. Secrets travel in environments and 0600 files only, never on a command
+line; printed URLs hide the password; a group- or world-readable secret file is refused.
 """
 
 from __future__ import annotations
@@ -37,12 +45,15 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
+from ingest.credentials import SecretFileError, check_secret_file, hide_password
+from jobcast.cli import stack_secrets as sec
 from jobcast.cli.options import json_option
 from jobcast.cli.output import console, emit_json, fail, note
 
 PIECES = ("postgres", "mlflow", "forecast")
 DEFAULTS = {"pg_port": 5433, "mlflow_port": 5000, "serve_port": 5001, "host": "127.0.0.1",
-            "artifacts_destination": None, "name": "jobcast-forecaster", "alias": "champion"}
+            "artifacts_destination": None, "name": "jobcast-forecaster", "alias": "champion",
+            "mlflow_auth": None}
 STORE_DB, MLFLOW_DB = "jobcast", "mlflow"
 
 stack_app = typer.Typer(
@@ -192,16 +203,24 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _write_env(folder: Path, store_url: str, config: dict) -> Path:
-    path = folder / "env"
-    path.write_text(f"export JOBCAST_STORE='{store_url}'\n"
-                    f"export MLFLOW_TRACKING_URI='{_tracking_uri(config)}'\n", encoding="utf-8")
-    path.chmod(0o600)
-    return path
+def _write_env(folder: Path, config: dict) -> None:
+    pg = _postgres(folder, config)
+    urls = {kind: pg.url(STORE_DB, role=kind) for kind in ("writer", "reader")}
+    sec.write_env_files(folder, config, urls, _tracking_uri(config))
+
+
+def forecast_env(folder: Path, config: dict) -> dict[str, str]:
+    """The forecast server's environment: the store and the tracking server as the reader."""
+    pg = _postgres(folder, config)
+    return {**_child_env(), **sec.client_env(folder, config, "reader",
+                                             pg.url(STORE_DB, role="reader"),
+                                             _tracking_uri(config))}
 
 
 def _start_postgres(folder: Path, config: dict) -> str | None:
     """Start PostgreSQL and make both databases; returns a note on the store's schema."""
+    import psycopg
+
     from ingest.store import SchemaVersionError, Store
     from jobcast.cli.postgres import PostgresUnavailable
 
@@ -210,11 +229,14 @@ def _start_postgres(folder: Path, config: dict) -> str | None:
         pg.start()
         for name in (STORE_DB, MLFLOW_DB):
             pg.create_database(name)
+        pg.ensure_roles(STORE_DB, private=(MLFLOW_DB,))
     except PostgresUnavailable as exc:
         fail(str(exc))
-    _write_env(folder, pg.url(STORE_DB), config)
-    try:
-        Store(pg.url(STORE_DB)).engine.dispose()  # an empty store is created at the newest
+    except psycopg.Error as exc:
+        fail(f"PostgreSQL on 127.0.0.1:{pg.port} refused to set up the store's roles: "
+             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+    try:  # an empty store is created (by the writer) at the newest revision
+        Store(pg.url(STORE_DB, role="writer")).engine.dispose()
     except SchemaVersionError as exc:
         return str(exc)
     return None
@@ -229,6 +251,9 @@ def _start_mlflow(folder: Path, config: dict) -> None:
     env["MLFLOW_BACKEND_STORE_URI"] = pg.url(MLFLOW_DB)  # in the environment, not in `ps`
     argv = [sys.executable, "-m", "mlflow", "server", "--artifacts-destination", destination,
             "--host", config["host"], "--port", str(config["mlflow_port"]), "--workers", "1"]
+    if sec.auth_on(config):
+        env, extra = sec.mlflow_server_env(folder, env)
+        argv += extra
     pid = _spawn(folder, "mlflow", argv, env)
     _wait_until(f"{_tracking_uri(config)}/health", pid, "mlflow", folder, timeout=180)
 
@@ -241,16 +266,18 @@ def _start_forecast(folder: Path, config: dict) -> str | None:
 
     tracking = _tracking_uri(config)
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    env = forecast_env(folder, config)
     try:
-        resolve_model_uri(config["name"], config["alias"], None, tracking)
+        with sec.environ({k: v for k, v in env.items() if k.startswith("MLFLOW_TRACKING_")}):
+            resolve_model_uri(config["name"], config["alias"], None, tracking)
     except RegistryError:
         return (f"not started: no version of {config['name']!r} holds alias "
                 f"{config['alias']!r} yet; run `jobcast fit` and `jobcast register` with "
                 f"--tracking-uri {tracking}, then `jobcast stack up` again")
     argv = [sys.executable, "-m", "jobcast", "serve", "--port", str(config["serve_port"]),
             "--host", config["host"], "--tracking-uri", tracking, "--name", config["name"],
-            "--alias", config["alias"]]
-    pid = _spawn(folder, "forecast", argv, _child_env())
+            "--alias", config["alias"], "--tokens", str(sec.serve_tokens(folder, config))]
+    pid = _spawn(folder, "forecast", argv, env)
     _wait_until(f"{_serve_url(config)}/ping", pid, "forecast", folder, timeout=240)
     return None
 
@@ -259,14 +286,15 @@ def _start_forecast(folder: Path, config: dict) -> str | None:
 
 
 def _status(folder: Path, notes: dict[str, str] | None = None) -> dict:
-    from sqlalchemy.engine import make_url
-
+    for path in sec.secret_files(folder):  # refused when others may read them
+        check_secret_file(path)
     config = _config(folder)
     notes = notes or {}
     pg = _postgres(folder, config)
     pieces = []
     pg_running = pg.initialised() and pg.running()
-    pg_url = (make_url(pg.url(STORE_DB)).render_as_string(hide_password=True)
+    roles = pg.role_password_file("writer").exists()
+    pg_url = (hide_password(pg.url(STORE_DB, role="writer" if roles else None))
               if pg.initialised() else None)
     pieces.append({"name": "postgres", "running": pg_running,
                    "pid": pg.pid() if pg_running else None, "url": pg_url,
@@ -278,7 +306,8 @@ def _status(folder: Path, notes: dict[str, str] | None = None) -> dict:
         pieces.append({"name": piece, "running": running, "pid": pid, "url": url,
                        "log": str(_log(folder, piece)), "note": notes.get(piece, "")})
     return {"dir": str(folder.resolve()), "env": str((folder / "env").resolve()),
-            "pieces": pieces}
+            "reader_env": str((folder / "reader.env").resolve()),
+            "mlflow_auth": sec.auth_on(config), "pieces": pieces}
 
 
 def _print_status(status: dict) -> None:
@@ -294,7 +323,9 @@ def _print_status(status: dict) -> None:
     for p in status["pieces"]:
         if p["note"]:
             console.print(Text.assemble((p["name"], "yellow"), ": ", p["note"]), soft_wrap=True)
-    note("", f"environment for jobcast commands: source {status['env']}")
+    note("", f"environment for ingest, fit, register: source {status['env']}")
+    note("", f"environment for predict, report, serve (read-only): source "
+             f"{status['reader_env']}")
 
 
 def _tail(path: Path, lines: int) -> str:
@@ -313,6 +344,15 @@ def _pieces(service: list[str] | None) -> list[str]:
     if unknown:
         fail(f"--service {unknown[0]!r}: choose from {', '.join(PIECES)}")
     return chosen
+
+
+@contextlib.contextmanager
+def _secrets_refused():
+    """A refused secret file or tracking-server user set-up ends the command with its reason."""
+    try:
+        yield
+    except (SecretFileError, sec.StackAuthError) as exc:
+        fail(str(exc))
 
 
 SERVICE = typer.Option(None, "--service", help="Only this piece (repeat): postgres, mlflow, "
@@ -339,22 +379,31 @@ def up_command(
              "work with their client libraries installed; kept)."),
     name: str | None = typer.Option(None, "--name", help="Registered model to serve."),
     alias: str | None = typer.Option(None, "--alias", help="Alias to serve (default champion)."),
+    mlflow_auth: bool | None = typer.Option(
+        None, "--mlflow-auth/--no-mlflow-auth",
+        help="Run the tracking server with MLflow's basic-auth app (default: on when --host "
+             "is beyond loopback; kept). Takes effect when the tracking server starts."),
     as_json: bool = json_option("Print the status of each piece as JSON."),
 ) -> None:
     """Start PostgreSQL, the tracking server and the forecast server (what is not running)."""
     folder = folder.resolve()
     config = _config(folder, save=True, pg_port=pg_port, mlflow_port=mlflow_port,
                      serve_port=serve_port, host=host,
-                     artifacts_destination=artifacts_destination, name=name, alias=alias)
+                     artifacts_destination=artifacts_destination, name=name, alias=alias,
+                     mlflow_auth=mlflow_auth)
     notes: dict[str, str] = {}
-    store_note = _start_postgres(folder, config)
-    if store_note:
-        notes["postgres"] = store_note
-    _start_mlflow(folder, config)
-    forecast_note = _start_forecast(folder, config)
-    if forecast_note:
-        notes["forecast"] = forecast_note
-    status = _status(folder, notes)
+    with _secrets_refused():
+        store_note = _start_postgres(folder, config)
+        if store_note:
+            notes["postgres"] = store_note
+        _start_mlflow(folder, config)
+        if sec.auth_on(config):
+            sec.ensure_mlflow_reader(folder, _tracking_uri(config))
+        _write_env(folder, config)
+        forecast_note = _start_forecast(folder, config)
+        if forecast_note:
+            notes["forecast"] = forecast_note
+        status = _status(folder, notes)
     if as_json:
         emit_json(status)
     else:
@@ -377,7 +426,8 @@ def down_command(
         pg = _postgres(folder, _config(folder))
         if pg.initialised():
             pg.stop()
-    status = _status(folder)
+    with _secrets_refused():
+        status = _status(folder)
     if as_json:
         emit_json(status)
     else:
@@ -392,7 +442,8 @@ def status_command(
     """Show each piece of the stack: running or not, its PID, URL and log."""
     if not folder.is_dir():
         fail(f"no stack in {folder}: start one with `jobcast stack up --dir {folder}`")
-    status = _status(folder.resolve())
+    with _secrets_refused():
+        status = _status(folder.resolve())
     if as_json:
         emit_json(status)
     else:

@@ -8,8 +8,9 @@ Rules (the schema's are in :mod:`ingest.migrations`):
 - ``upgrade`` runs the missing revisions in one locked transaction (all or none); it is a
   no-op on a current store, builds an empty database at the newest revision, and refuses a
   store made by a newer jobcast.
-- ``version`` exits 0 when the store is current or empty (created on first use), 1 when it
-  needs ``upgrade`` or a newer jobcast (so a service unit or cron job can check first).
+- ``version`` exits 0 when the store is current or empty (created on first use; a SQLite
+  file that does not exist is not created by looking), 1 when it needs ``upgrade`` or a newer
+  jobcast (so a service unit or cron job can check first).
 - URLs are printed without their password, and as written (never read as Rich markup).
 """
 
@@ -32,13 +33,17 @@ def register(app: typer.Typer) -> None:
 
 
 def shown(url: str) -> str:
-    """``url`` without its password."""
-    from sqlalchemy.engine import make_url
+    """``url`` without its password (:func:`ingest.credentials.hide_password`)."""
+    from ingest.credentials import hide_password
 
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL at all: show it as given, it holds no parsed password
-        return url
+    return hide_password(url)
+
+
+def store_url_of(url: str | None) -> str:
+    """The store URL a command uses (``--store``, else ``$JOBCAST_STORE``, else the default)."""
+    from ingest.store import store_url
+
+    return store_url(url)
 
 
 def _engine(url: str | None):
@@ -57,8 +62,19 @@ def version_command(
     as_json: bool = json_option("Print the store, its revision, this jobcast's and the status."),
 ) -> None:
     """Show the store's schema revision against this jobcast's (exit 1 if they differ)."""
+    from ingest.home import sqlite_path
     from ingest.migrations import HEAD, REVISIONS, SchemaVersionError, state
 
+    path = sqlite_path(store_url_of(store))
+    if path is not None and not path.exists():  # read, never create: a missing file is empty
+        url = store_url_of(store)
+        if as_json:
+            emit_json({"store": shown(url), "revision": None, "head": HEAD, "status": "empty",
+                       "revisions": list(REVISIONS), "exists": False})
+        else:
+            note("", f"store {shown(url)}: not created yet (this jobcast reads {HEAD}; "
+                     "created at it on first ingest)")
+        raise typer.Exit(0)
     url, engine = _engine(store)
     try:
         found = state(engine)

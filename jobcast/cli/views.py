@@ -6,10 +6,12 @@ Rule: data (names, paths, model ids, variants, reasons) goes into tables and tex
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from ingest.store import Store
+from jobcast.service.forecast import percent_text
 
 
 def cell(value: object, style: str = "") -> Text:
@@ -34,6 +36,7 @@ def runs_payload(store: Store, network: str | None = None, deployment: str | Non
                 "run_index": r.run_index,
                 "network": r.network,
                 "deployment": r.deployment,
+                "system": _system(r.meta),
                 "framework": r.framework,
                 "batch_size": r.batch_size,
                 "start_time": r.start_time,
@@ -60,15 +63,23 @@ def runs_payload(store: Store, network: str | None = None, deployment: str | Non
     return out
 
 
+def _system(meta: dict) -> str | None:
+    """The run's system as ``predict --system`` takes it (None: unknown or not text)."""
+    system = meta.get("system")
+    return " ".join(system.split()) or None if isinstance(system, str) else None
+
+
 def runs_table(payload: list) -> Table:
     table = Table(title=f"{len(payload)} runs")
-    for col in ("network", "deployment", "batch", "train s", "train it", "test s", "source"):
+    for col in ("network", "system", "deployment", "batch", "train s", "train it", "test s",
+                "source"):
         table.add_column(col, overflow="fold")
     for r in payload:
         train = [p for p in r["phases"] if p["phase"] == "train"]
         test = [p for p in r["phases"] if p["phase"] == "test"]
         table.add_row(
             cell(r["network"]),
+            cell(r.get("system") or "-"),
             cell(r["deployment"]),
             str(r["batch_size"]),
             f"{sum(p['seconds'] for p in train):,.0f}",
@@ -77,6 +88,28 @@ def runs_table(payload: list) -> Table:
             cell(r["source"]),
         )
     return table
+
+
+def runs_empty_hint(url: str, network: str | None = None,
+                    deployment: str | None = None) -> list[str]:
+    """What ``jobcast runs`` says when it finds no run: where it looked (password hidden),
+    where the demo's data is and how to add runs."""
+    from pathlib import Path
+
+    from jobcast.cli.store import shown
+
+    which = " ".join(f"{k} {v}" for k, v in (("of network", network), ("on", deployment)) if v)
+    lines = [f"0 runs{' ' + which if which else ''} in {shown(url)}"]
+    if which:
+        return lines + ["`jobcast runs` without filters lists every run of this store"]
+    demo = Path("demo-out") / "jobcast.db"
+    where = f"sqlite:///{demo.resolve()}" if demo.is_file() else "sqlite:///demo-out/jobcast.db"
+    return lines + [
+        f"the demo's runs: `jobcast runs --store {where}` (`make demo` or `jobcast demo` "
+        "writes demo-out/jobcast.db in the folder it runs in)",
+        "add your own: `jobcast ingest LOGS...` (files or folders; `--store` to pick the "
+        "store, `jobcast info` shows where the default one lives)",
+    ]
 
 
 def models_payload(models) -> list:
@@ -135,28 +168,94 @@ def models_table(payload: list) -> Table:
     return table
 
 
-def human_seconds(seconds: float) -> str:
+UNITS = (("ms", 1e-3), ("s", 1.0), ("min", 60.0), ("h", 3600.0), ("days", 86400.0))
+
+
+def unit_for(seconds: float) -> tuple[str, float]:
+    """The unit a duration reads best in: ms below 1 s, s below 2 min, min below 2 h, h
+    below 2 days, else days."""
+    if seconds < 1:
+        return UNITS[0]
     if seconds < 120:
-        return f"{seconds:.1f} s"
+        return UNITS[1]
     if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.2f} h"
+        return UNITS[2]
+    return UNITS[3] if seconds < 172800 else UNITS[4]
+
+
+def _number(value: float) -> str:
+    """Whole above 100 (thousands separated), one decimal from 1, else two significant
+    figures: ``1,250``, ``38.5``, ``0.84``."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.2g}"
+
+
+def human_seconds(seconds: float) -> str:
+    """A duration in the unit it reads best in (:func:`unit_for`)."""
+    name, size = unit_for(seconds)
+    return f"{_number(seconds / size)} {name}"
+
+
+def human_span(seconds: float, low: float, high: float) -> str:
+    """``38.5 min (36.4–42.8 min)``: the value and its interval in one unit, the value's."""
+    name, size = unit_for(seconds)
+    return (f"{_number(seconds / size)} {name} "
+            f"({_number(low / size)}–{_number(high / size)} {name})")
+
+
+def _resolved_line(result: dict) -> str:
+    """``resnet50 on 8 x A100 SXM4 40GB (asked "A100"), batch 256, fp32 as TF32 ...``."""
+    s, job = result["summary"], result["job"]
+    gpu = f"{s['devices']} x {s['gpu']}" if (s.get("devices") or 1) > 1 else str(s["gpu"])
+    asked = f' (asked "{s["asked_as"]}")' if s.get("asked_as") not in (None, "", s["gpu"]) \
+        else ""
+    prec = s.get("precision") or {}
+    if prec.get("assumed"):
+        precision = f"{prec.get('asked')}: {prec['assumed']}"
+    elif prec.get("history"):
+        precision = (f"as its history ran ({prec['history']})" if not prec.get("asked")
+                     else f"{prec['asked']} (history: {prec['history']})")
+    else:
+        precision = str(prec.get("asked") or "unstated")
+    length = (f"{job['epochs']:g} epochs of {job['dataset_size']:,} samples"
+              if job.get("epochs") is not None and job.get("dataset_size")
+              else f"{job['iterations']:,} steps" if job.get("iterations") is not None else "")
+    what = {"job": "whole job", "train": "training phase", "test": "evaluation phase"}
+    return (f"{job['network']} on {gpu}{asked}, batch {job.get('batch_size')}, {length}, "
+            f"{what.get(s['phase'], s['phase'])}; precision {precision}")
 
 
 def forecast_text(result: dict) -> Text:
-    """The forecast of ``jobcast predict``: one line, then ``chosen:`` and warnings, if any."""
-    text = Text(
-        f"{human_seconds(result['seconds'])} ({result['seconds']:,.1f} s), "
-        f"90 % interval {result['low']:,.1f}–{result['high']:,.1f} s "
-        f"[{result['route']}: {result['model']}]"
-    )
-    if result.get("chosen"):
-        text.append(f"\nchosen: {result['chosen']}")
-    phases = result.get("phases")
-    if isinstance(phases, dict) and phases:
-        shown = ", ".join(f"{k} {human_seconds(v)}" for k, v in phases.items()
-                          if isinstance(v, int | float))
-        text.append(f"\nphases: {shown}")
+    """The forecast of ``jobcast predict``: what it resolved to; per step, per epoch and for
+    the whole job, each with its 90 % interval in one unit; the phases and their sources;
+    the route and why; warnings."""
+    s = result["summary"]
+    text = Text(_resolved_line(result))
+    rows = [("per step", s.get("step")), ("per epoch", s.get("epoch")),
+            ("whole job" if s["phase"] == "job" else f"{s['phase']} phase", s["job"])]
+    for label, span in rows:
+        if span:
+            text.append(f"\n  {label:<16} "
+                        f"{human_span(span['seconds'], span['low'], span['high'])}")
+    text.append("\n  (90 % intervals; per epoch: the job over its epochs, evaluation included)"
+                if s.get("epoch") and s["phase"] == "job" else "\n  (90 % intervals)")
+    names = {"train": "training", "test": "evaluation", "gaps": "gaps"}
+    for part in result.get("breakdown", []):
+        if part["phase"] not in names or (part["seconds"] <= 0 and part["phase"] == "gaps"):
+            continue
+        value = human_seconds(part["seconds"]) if part["seconds"] > 0 else "none"
+        text.append(f"\n  {names[part['phase']]:<16} {value:<10} from {part['source']}")
+    init = (result.get("phases") or {}).get("init")
+    if isinstance(init, int | float):
+        text.append(f"\n  start-up before the run (not in the total): {human_seconds(init)}")
+    err = s.get("expected_error_percent")
+    text.append(f"\nroute: {s['route']} ({s.get('candidate') or '-'}), model {result['model']}"
+                + (f", backtest mean error {percent_text(err)} %" if isinstance(err, int | float)
+                   else "")
+                + f"\nwhy: {s['why']}")
+    if s.get("memory"):
+        text.append(f"\nmemory: {s['memory']}")
+    for assumed in result.get("assumptions", []):
+        text.append(f"\nassumed: {assumed}")
     warnings = list(result.get("warnings", []))
     if result.get("extrapolated"):
         warnings.insert(0, "outside the fitted batch-size or iteration range")
@@ -166,8 +265,10 @@ def forecast_text(result: dict) -> Text:
 
 
 def forecasts_table(results: list) -> Table:
-    table = Table(title="forecasts (seconds, 90 % interval)")
-    for col in ("network", "deployment", "batch", "length", "seconds", "low", "high", "route"):
+    """One row per job: what was asked, the whole answer with its 90 % interval in one unit,
+    and the route (with the candidate that answered)."""
+    table = Table(title="forecasts (90 % interval)")
+    for col in ("network", "deployment", "batch", "length", "time", "route"):
         table.add_column(col, overflow="fold")
     for r in results:
         job = r["job"]
@@ -182,16 +283,12 @@ def forecasts_table(results: list) -> Table:
             else "-",
         ]
         if "error" in r:
-            table.add_row(*common, cell("error", "red"), "", "", cell(r["error"]))
+            table.add_row(*common, cell("error", "red"), cell(r["error"]))
             continue
         flag = " (extrapolated)" if r.get("extrapolated") else ""
-        table.add_row(
-            *common,
-            f"{r['seconds']:,.1f}",
-            f"{r['low']:,.1f}",
-            f"{r['high']:,.1f}",
-            cell(r["route"] + flag),
-        )
+        kind = r.get("candidate")
+        table.add_row(*common, human_span(r["seconds"], r["low"], r["high"]),
+                      cell(r["route"] + (f" ({kind})" if kind else "") + flag))
     return table
 
 
@@ -199,33 +296,70 @@ def _money(value) -> str:
     return "-" if value is None else f"${value:,.2f}"
 
 
-def compare_table(result: dict) -> Table:
-    """One row per candidate: ranks, route, the precision of the model used, time, cost and
-    why that model answers (``chosen``)."""
-    table = Table(title=cell(
-        f"{result['network']}, batch {result['batch_size']}, {result['epochs']} epochs of "
-        f"{result['dataset_size']:,} samples ({result['dataset']}); prices: {result['prices']}"
-    ))
-    for col in ("time rank", "cost rank", "candidate", "route", "precision", "time",
-                "90 % interval", "cost", "chosen"):
-        table.add_column(col, overflow="fold")
-    for r in result["candidates"]:
+def _fits_cell(memory: dict) -> Text:
+    """``yes 3.9/16`` or ``NO 22.9/16`` (GiB per GPU / GPU memory), ``?`` where not estimated."""
+    if not memory:
+        return cell("?")
+    used = f"{memory['total_gib']:.1f}/{memory['gpu_memory_gib']:.0f}"
+    return cell(f"yes {used}") if memory["fits"] else cell(f"NO {used}", "red")
+
+
+def _cost_text(r: dict) -> str:
+    if r["usd"] is None:
+        return "no price"
+    whole = "${:,.0f}".format
+    return f"{_money(r['usd'])} ({whole(r['usd_low'])}–{whole(r['usd_high'])})"
+
+
+def _compare_rows(table: Table, rows: list, fits: bool) -> None:
+    """The rows of one precision's ranking (answered by time, then failed ones); an
+    unranked row shows ``-`` and says why in its notes."""
+    for r in rows:
+        where = cell(r["candidate"] + (" (history)" if r.get("source") == "history" else ""))
         if "error" in r:
-            table.add_row("-", "-", cell(r["candidate"]), cell("error", "red"), "", "", "",
-                          "", cell(r["error"]))
+            table.add_row("-", "-", where, cell("failed", "red"), "", "", "",
+                          *([""] if fits else []), cell("see below", "red"))
             continue
-        flag = " (extrapolated)" if r["extrapolated"] else ""
+        eff = r.get("scaling_efficiency")
         table.add_row(
-            str(r["rank_time"]),
-            str(r.get("rank_cost", "-")),
-            cell(r["candidate"]),
-            cell(r["route"] + flag),
-            cell(r.get("precision", "-")),
-            human_seconds(r["seconds"]),
-            f"{human_seconds(r['low'])} – {human_seconds(r['high'])}",
-            f"{_money(r['usd'])} ({_money(r['usd_low'])} – {_money(r['usd_high'])})"
-            if r["usd"] is not None
-            else "no price",
-            cell(r.get("chosen", "-")),
+            str(r.get("rank_time", "-")), str(r.get("rank_cost", "-")), where, cell(r["route"]),
+            human_span(r["seconds"], r["low"], r["high"]), _cost_text(r),
+            f"{eff:.0%}" if eff is not None else "",
+            *([_fits_cell(r.get("memory") or {})] if fits else []),
+            cell(",".join(str(i) for i in r.get("notes", []))),
         )
-    return table
+
+
+def compare_table(result: dict) -> Group:
+    """``jobcast compare``: a heading, one table per precision (ranks, rows, route, time and
+    cost each with its 90 % interval in one unit, scaling efficiency, whether it fits in GPU
+    memory, note ids: the GPU each name resolved to is one), then every shared note once and
+    each failed row's reason."""
+    heading = cell(
+        f"{result['network']}, global batch {result['batch_size']}, {result['epochs']:g} epochs "
+        f"of {result['dataset_size']:,} samples ({result['dataset']}); prices: "
+        f"{result['prices']}")
+    parts: list = [heading]
+    fits = any("memory" in r for r in result["candidates"])
+    for precision in result.get("precisions") or sorted({r["precision"]
+                                                         for r in result["candidates"]}):
+        rows = [r for r in result["candidates"] if r.get("precision") == precision]
+        title = (f"precision {precision} (as the framework runs it), ranked by time"
+                 if precision != "unstated" else
+                 "history that states no precision (--include-history): ranked on its own")
+        table = Table(title=cell(title))
+        for col in ("rank", "$ rank", "GPUs", "route", "time (90 % interval)",
+                    "cost (90 % interval)", "scaling", *(["fits (GiB)"] if fits else []),
+                    "notes"):
+            table.add_column(col, overflow="fold", no_wrap=col != "notes")
+        _compare_rows(table, rows, fits)
+        parts.append(table)
+    notes = result.get("notes") or []
+    if notes:
+        parts.append(Text("notes:"))
+        parts += [cell(f"[{n['id']}] {n['text']}") for n in notes]
+    failed = [r for r in result["candidates"] if "error" in r]
+    if failed:
+        parts.append(Text("failed:", style="red"))
+        parts += [cell(f"{r['candidate']} ({r['precision']}): {r['error']}") for r in failed]
+    return Group(*parts)

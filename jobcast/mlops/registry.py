@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ingest.credentials import hide_password
 from jobcast.mlops.pyfunc_model import directory_fingerprint, log_forecaster
 from jobcast.mlops.serving import model_uri_of
-from jobcast.mlops.tracking import data_fingerprint, redact_url, resolve_tracking_uri, tracking
+from jobcast.mlops.tracking import data_fingerprint, resolve_tracking_uri, tracking
 from jobcast.service.calibration import fit_calibration
 from jobcast.service.forecaster import HISTORY_ARTIFACT, SELECTOR_ARTIFACT
 from layerwise.shipped import load_predictor
@@ -135,7 +136,7 @@ def register_forecaster(
     models = load_models(store)
     if not models:
         raise RegistryError(
-            f"no fitted models in {redact_url(store.url)}: run `jobcast fit` first"
+            f"no fitted models in {hide_password(store.url)}: run `jobcast fit` first"
         )
     if predictor_dir is None and use_default_predictor:
         predictor_dir = default_predictor_dir()
@@ -165,7 +166,7 @@ def register_forecaster(
     with tracking(uri, EXPERIMENT), mlflow.start_run(run_name="register") as run:
         mlflow.set_tags({"jobcast.command": "register", "jobcast.data_fingerprint": fingerprint})
         mlflow.log_params({
-            "store": redact_url(store.url), "data_fingerprint": fingerprint,
+            "store": hide_password(store.url), "data_fingerprint": fingerprint,
             "registered_model": name, "alias": alias, "predictor": predictor_id or "none",
             "calibration_shrinkage": shrinkage, "calibrate": calibrate,
         })

@@ -9,10 +9,12 @@ Rules (the processes around it: :mod:`jobcast.mlops.serving`):
   reset connection. More than ``max_rows`` rows (``--max-rows``, 1000) get 413. Only
   ``application/json`` is read (415 otherwise).
 * **Deadline.** A request has ``timeout_s`` (``--timeout``, 60 s) from its arrival: for its
-  body (408), its wait for the worker's forecasting thread and its rows. The deadline is
-  checked before every row, so the work stops within one row of it and the answer, 504,
-  names the rows done; a request that waited past it does no work. A shutdown stops rows the
-  same way (503). At most ``max_waiting`` (64) requests wait per worker; more get 503.
+  body (408; and the whole body must arrive within ``body_timeout_s``, ``--body-timeout``,
+  10 s, so a slow client cannot hold a connection for the whole deadline), its wait for
+  the worker's forecasting thread and its rows. The deadline is checked before every row,
+  so the work stops within one row of it and the answer, 504, names the rows done; a
+  request that waited past it does no work. A shutdown stops rows the same way (503). At
+  most ``max_waiting`` (64) requests wait per worker; more get 503.
 * **Input.** MLflow's scoring formats: ``dataframe_split``, ``dataframe_records``, ``inputs``
   or ``instances`` (records, or columns of equal length), and ``params``
   (``{"errors": "raise" | "row"}``). Each row is checked by
@@ -55,6 +57,7 @@ class ServeLimits:
     max_rows: int = 1000
     timeout_s: float = 60.0
     max_waiting: int = 64
+    body_timeout_s: float = 10.0
 
 
 
@@ -270,7 +273,8 @@ class RestApp:
         if ctype.lower() != "application/json":
             raise _Refusal(415, "media_type", f"content type {ctype[:60]!r}: send "
                            "application/json")
-        body = await self._body(headers, receive, deadline)
+        body = await self._body(headers, receive,
+                                min(deadline, time.monotonic() + self.limits.body_timeout_s))
         records, mode = table_records(_loads(body), self.limits.max_rows)
         requests = requests_from_rows(records)
         errors = [r.as_dict() for r in requests if isinstance(r, JobRequestError)]
@@ -362,7 +366,8 @@ async def _receive(receive, deadline: float) -> dict:
     try:
         message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
     except TimeoutError:
-        raise _Refusal(408, "body_timeout", "the body did not arrive in time") from None
+        raise _Refusal(408, "body_timeout", "the body did not arrive in time "
+                       "(--body-timeout, --timeout)") from None
     if message["type"] == "http.disconnect":
         raise _Refusal(400, "disconnected", "the client went away")
     return message

@@ -12,7 +12,14 @@ Rules (numbers measured in ``docs/rest-robustness.md``):
   ``/health`` and ``/ready`` answer 200 only from a warm worker. TensorFlow and Keras are
   never imported by a worker (the shipped layerwise networks need neither): a job that
   would need them (a network that is not shipped, another image size) is a row error.
-* **Requests** (limits, deadline, formats, answers): :mod:`jobcast.mlops.rest_app`.
+* **Requests** (limits, deadline, formats, answers): :mod:`jobcast.mlops.rest_app`; in front
+  of it the token check, failed-attempt limits and ``/metrics``: :mod:`jobcast.mlops.gate`.
+* **Exposure.** With a token file (:mod:`jobcast.mlops.auth`) every worker checks tokens.
+  A host that is not loopback is refused unless the token file holds a token that is not
+  revoked, or ``--insecure-no-auth`` is given (then no token is checked and ``serve`` says
+  so loudly). ``--tls-cert``/``--tls-key``: HTTPS (the key file must be private, 0600).
+  The workers share one ``$PROMETHEUS_MULTIPROC_DIR`` (a temporary folder of the
+  supervisor's, removed at the end) so that ``/metrics`` counts all of them.
 * The server runs the installed jobcast's code with the registered version's artifacts.
 """
 
@@ -22,18 +29,24 @@ import argparse
 import contextlib
 import ctypes
 import importlib.abc
+import ipaddress
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
+from jobcast.mlops.gate import AuthLimits
 from jobcast.mlops.rest_app import RestApp, ServedModel, ServeLimits
 
 BLOCKED_MODULES = ("tensorflow", "keras", "tf_keras")
@@ -57,7 +70,7 @@ def pinned_model_uri(model_uri: str, tracking_uri: str) -> str:
     from mlflow.exceptions import MlflowException
 
     import mlflow
-    from jobcast.mlops.tracking import redact_url
+    from ingest.credentials import hide_password
 
     ref = model_uri[len("models:/"):]
     name, has_alias, alias = ref.partition("@")
@@ -73,7 +86,7 @@ def pinned_model_uri(model_uri: str, tracking_uri: str) -> str:
     except MlflowException as exc:
         what = f"alias {alias!r}" if has_alias else f"version {version}"
         raise ServeError(
-            f"registered model {name!r} has no {what} in {redact_url(tracking_uri)} "
+            f"registered model {name!r} has no {what} in {hide_password(tracking_uri)} "
             f"({exc.message.splitlines()[0]}); run `jobcast register` first"
         ) from None
 
@@ -85,6 +98,59 @@ def port_is_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """Who may ask and how (module rules): ``tokens`` None means no token is checked."""
+
+    tokens: Path | None = None
+    limits: AuthLimits = AuthLimits()
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (``127.0.0.0/8``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def plan_exposure(host: str, tokens: Path, *, insecure_no_auth: bool = False,
+                  limits: AuthLimits | None = None, tls_cert: Path | None = None,
+                  tls_key: Path | None = None) -> Exposure:
+    """The :class:`Exposure` of a server on ``host`` with token file ``tokens`` (module rules);
+    :class:`ServeError` when it must not start (unsafe files, an open non-loopback host)."""
+    from jobcast.mlops.auth import TokenError, TokenVerifier, check_private
+
+    lim = limits or AuthLimits()
+    if (tls_cert is None) != (tls_key is None):
+        raise ServeError("give both --tls-cert and --tls-key (or neither)")
+    try:
+        if tls_key is not None:
+            check_private(tls_key)
+            if not tls_cert.is_file():
+                raise ServeError(f"the TLS certificate file {tls_cert} does not exist")
+        if insecure_no_auth:
+            return Exposure(None, lim, tls_cert, tls_key)
+        verifier = TokenVerifier(tokens) if tokens.exists() else None
+    except TokenError as exc:
+        raise ServeError(str(exc)) from None
+    if not is_loopback(host) and (verifier is None or not verifier.active_count()):
+        raise ServeError(
+            f"refusing to serve on {host} (not loopback) without tokens: {tokens} holds no "
+            "token that is not revoked. Create one with `jobcast token create --name NAME` "
+            "(or point --tokens at a token file), or pass --insecure-no-auth to serve "
+            "anyone who can reach the port")
+    return Exposure(tokens if verifier is not None else None, lim, tls_cert, tls_key)
 
 
 def serve_env(tracking_uri: str | None) -> dict[str, str]:
@@ -101,16 +167,22 @@ def serve_env(tracking_uri: str | None) -> dict[str, str]:
 def serve_argv(model_uri: str, port: int, host: str = "127.0.0.1", timeout: float = 60,
                limits: ServeLimits | None = None, *, store: str | None = None,
                tracking_uri: str | None = None, reuse_port: bool = False,
-               status_fd: int | None = None) -> list[str]:
-    """One worker's command line (``model_uri``: ``models:/NAME@ALIAS`` or ``/VERSION``)."""
+               status_fd: int | None = None, exposure: Exposure | None = None) -> list[str]:
+    """One worker's command line (``model_uri``: ``models:/NAME@ALIAS`` or ``/VERSION``).
+    It names files (token file, TLS), never a secret."""
     lim = limits or ServeLimits(timeout_s=float(timeout))
+    exp = exposure or Exposure()
     argv = [sys.executable, "-m", "jobcast.mlops.serving", "--model-uri", model_uri,
             "--host", host, "--port", str(port), "--timeout", str(lim.timeout_s),
             "--max-body-bytes", str(lim.max_body_bytes), "--max-rows", str(lim.max_rows),
-            "--max-waiting", str(lim.max_waiting)]
-    for flag, value in (("--store", store), ("--tracking-uri", tracking_uri)):
+            "--max-waiting", str(lim.max_waiting), "--body-timeout", str(lim.body_timeout_s),
+            "--max-auth-failures", str(exp.limits.max_failures),
+            "--auth-failure-window", str(exp.limits.window_s)]
+    for flag, value in (("--store", store), ("--tracking-uri", tracking_uri),
+                        ("--tokens", exp.tokens), ("--tls-cert", exp.tls_cert),
+                        ("--tls-key", exp.tls_key)):
         if value:
-            argv += [flag, value]
+            argv += [flag, str(value)]
     if reuse_port:
         argv.append("--reuse-port")
     if status_fd is not None:
@@ -226,6 +298,12 @@ def worker_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-body-bytes", type=int, default=ServeLimits.max_body_bytes)
     ap.add_argument("--max-rows", type=int, default=ServeLimits.max_rows)
     ap.add_argument("--max-waiting", type=int, default=ServeLimits.max_waiting)
+    ap.add_argument("--body-timeout", type=float, default=ServeLimits.body_timeout_s)
+    ap.add_argument("--tokens", type=Path)
+    ap.add_argument("--max-auth-failures", type=int, default=AuthLimits.max_failures)
+    ap.add_argument("--auth-failure-window", type=float, default=AuthLimits.window_s)
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
     ap.add_argument("--store")
     ap.add_argument("--tracking-uri")
     ap.add_argument("--reuse-port", action="store_true")
@@ -235,8 +313,18 @@ def worker_main(argv: list[str] | None = None) -> int:
     sys.meta_path.insert(0, _NoTensorFlow())
     started = time.perf_counter()
     try:
+        from jobcast.mlops.auth import TokenError, TokenVerifier
         from jobcast.mlops.tracking import resolve_tracking_uri
 
+        try:
+            verifier = TokenVerifier(args.tokens) if args.tokens else None
+        except TokenError as exc:
+            raise ServeError(str(exc)) from None
+        if args.tls_cert:  # a bad certificate or key: one line now, not a traceback later
+            import ssl
+
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                args.tls_cert, args.tls_key)
         uri = resolve_tracking_uri(args.tracking_uri, args.store)
         served = load_served_model(args.model_uri, uri)
         sock = _listen(args.host, args.port, args.reuse_port)
@@ -249,11 +337,17 @@ def worker_main(argv: list[str] | None = None) -> int:
                                           f"{args.host}:{args.port}: {type(exc).__name__}: "
                                           f"{reason}"})
         return 2
-    limits = ServeLimits(args.max_body_bytes, args.max_rows, args.timeout, args.max_waiting)
+    from jobcast.mlops.gate import AuthGate
+
+    limits = ServeLimits(args.max_body_bytes, args.max_rows, args.timeout, args.max_waiting,
+                         args.body_timeout)
     app = RestApp(served, limits)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+    gate = AuthGate(app, verifier, AuthLimits(args.max_auth_failures, args.auth_failure_window))
+    # proxy_headers off: the client address (failed-attempt limits) is the TCP peer's
+    config = uvicorn.Config(gate, log_level="warning", access_log=False, lifespan="on",
                             timeout_keep_alive=5, timeout_graceful_shutdown=5,
-                            limit_concurrency=4 * limits.max_waiting + 16)
+                            limit_concurrency=4 * limits.max_waiting + 16, proxy_headers=False,
+                            ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key)
 
     class Server(uvicorn.Server):
         async def startup(self, sockets=None) -> None:
@@ -285,6 +379,8 @@ def run_server(argv_for: Callable[[str, int], list[str]], model_uri: str, env: d
     rules). Raises :class:`ServeError` when a worker cannot start. Returns 0 after a signal,
     else the exit code of the worker that ended first."""
     procs: list[subprocess.Popen] = []
+    metrics_dir = tempfile.mkdtemp(prefix="jobcast-serve-metrics-")
+    env = {**env, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
 
     def on_signal(*_args) -> None:
         raise _Stop
@@ -322,6 +418,7 @@ def run_server(argv_for: Callable[[str, int], list[str]], model_uri: str, env: d
         for sig in previous:
             signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the clean-up
         stop_groups(procs, grace_s)
+        shutil.rmtree(metrics_dir, ignore_errors=True)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

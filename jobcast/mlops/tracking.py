@@ -1,8 +1,9 @@
 """MLflow tracking of ``jobcast fit`` and ``jobcast layerwise train``.
 
 Where runs go: the ``tracking_uri`` argument (``--tracking-uri``), else ``$MLFLOW_TRACKING_URI``,
-else an embedded SQLite database ``mlflow.db`` in the folder of the jobcast store (the current
-folder for a non-SQLite store), with artifacts in ``mlartifacts/`` beside it.
+else an embedded SQLite database ``mlflow.db`` in the folder of the jobcast store (the data
+directory of :mod:`ingest.home` for a non-SQLite store), with artifacts in ``mlartifacts/``
+beside it.
 
 A fit run holds: parameters (form, counts, the store), the **training-data fingerprint** (SHA-256
 over the sorted content hashes of the ingested files: the same files give the same fingerprint
@@ -27,6 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ingest.credentials import hide_password
+from ingest.home import default_tracking_uri, ensure_home, tracking_folder
 from layerwise.predictor import layer_types, training_rows
 from models.dataset import progress_points
 from models.evaluation import held_out_predictions
@@ -39,14 +42,9 @@ _URI_VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_RUN_ID",
 
 
 def store_folder(store_url: str | None) -> Path:
-    """The folder of a SQLite store file; the current folder for any other store."""
-    if store_url and store_url.startswith("sqlite:///"):
-        from sqlalchemy.engine import make_url
-
-        database = make_url(store_url).database
-        if database and database != ":memory:":
-            return Path(database).expanduser().resolve().parent
-    return Path.cwd()
+    """The folder of a SQLite store file; the data directory (:mod:`ingest.home`) for any
+    other store."""
+    return tracking_folder(store_url)
 
 
 def resolve_tracking_uri(tracking_uri: str | None = None, store_url: str | None = None) -> str:
@@ -55,7 +53,7 @@ def resolve_tracking_uri(tracking_uri: str | None = None, store_url: str | None 
         return tracking_uri
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
-    return f"sqlite:///{store_folder(store_url) / 'mlflow.db'}"
+    return default_tracking_uri(store_url)
 
 
 def _artifact_location(tracking_uri: str, experiment: str) -> str | None:
@@ -92,6 +90,7 @@ def tracking(tracking_uri: str, experiment: str) -> Iterator[str]:
     try:
         # a tracking server makes MLflow print run URLs on stdout, where `--json` goes
         os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+        ensure_home(tracking_uri)  # the default mlflow.db lives in the data directory
         mlflow.set_tracking_uri(tracking_uri)
         mlflow.set_registry_uri(tracking_uri)
         client = mlflow.MlflowClient(tracking_uri)
@@ -133,11 +132,6 @@ def _project_run(client):
     except MlflowException:
         os.environ.pop("MLFLOW_RUN_ID", None)
         return None
-
-
-def redact_url(url: str) -> str:
-    """A store URL without its password, fit to log."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
 
 def data_fingerprint(store) -> str:
@@ -244,7 +238,7 @@ def log_fit_run(store, models: Sequence, tracking_uri: str | None = None, *,
     stored_runs = store.runs()
     params = {
         "form": form,
-        "store": redact_url(store.url),
+        "store": hide_password(store.url),
         "data_fingerprint": fingerprint,
         "files": len({r.content_hash for r in stored_runs}),
         "runs": len(stored_runs),

@@ -18,9 +18,9 @@ Rules
   per training second of the runs behind it (:func:`models.history.phase_shares`: evaluation
   and the gaps between phases), and its phases are set beside it (``details["phases"]``:
   ``train``, ``test``, ``gaps``, and ``init`` before the run where the logs state it).
-  A request that gives its evaluations (``eval_every`` and ``eval_size``) prices them with the
-  test-phase forecast instead of the history's share. A candidate without runs behind it
-  (layerwise) forecasts training only and says so.
+  A candidate without runs behind it (layerwise) forecasts training only and says so. The
+  evaluations a request gives (``eval_every`` and ``eval_size``) are priced once, after the
+  choice, for every route alike (``jobcast.service.job_answer``).
 * Names: the candidate kinds are :data:`KINDS`, in the registry's order; the fallback
   expected errors (:data:`FALLBACK_ERROR`) rank kinds when no backtest knows them.
 """
@@ -40,7 +40,7 @@ from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest
 from models.history import phase_shares
 from models.job import JobPlan
-from models.selector import Relation, age_bucket, devices_bucket
+from models.relation import Relation, age_bucket, devices_bucket
 from models.variant import request_variant
 
 # Candidate kinds, in the registry's order (ties go to the earlier).
@@ -183,16 +183,13 @@ def own_scale(seconds: float, low: float, high: float) -> float:
     return max(math.log(high / seconds), math.log(seconds / low))
 
 
-def to_job(cand: Candidate, ask: Ask, runs: pd.DataFrame, test: Forecast | None = None
-           ) -> Candidate:
+def to_job(cand: Candidate, ask: Ask, runs: pd.DataFrame) -> Candidate:
     """A training candidate made a whole-job candidate (module rules); ``runs`` are the run
-    summaries behind it, ``test`` the priced evaluations where the request gives them."""
+    summaries behind it."""
     f = cand.forecast
     shares = phase_shares(runs)
     train = f.seconds
-    if test is not None:
-        evals, note = test.seconds, "evaluations priced by the test-phase forecast"
-    elif runs.empty:
+    if runs.empty:
         evals, note = 0.0, "no runs behind this answer: training only, no evaluation or gaps"
     else:
         evals, note = train * shares["test"], f"evaluation and gaps as in its {len(runs)} runs"

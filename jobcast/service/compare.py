@@ -1,24 +1,46 @@
 """Rank deployments for one job by forecast time and by cost.
 
-Candidates are every deployment the network has history on (end-to-end route) and every
-GPU of the price table (layerwise route), or the devices the caller names, at each GPU count
-of ``counts`` (default 1): the job's global batch is split over the GPUs (data parallel).
-``scaling_efficiency`` = time on one GPU / (N x time on N GPUs) of the same device, when the
-1-GPU row is among the candidates.
-
-Every answered row says why its model answers (``chosen``: the end-to-end route's choice
-reason, else why the hybrid or layerwise route took over) and the variant of the history or
-model behind it: ``variant`` is the end-to-end model's variant key (``"precision=fp16"``,
-``""`` when its logs state none) or ``precision=P`` for a layerwise answer; ``precision`` is
-that variant's precision, ``"unstated"`` when the history does not say.
+Rules
+-----
+* **Rows are what was asked**: one per device x GPU count x precision (``devices`` default:
+  every GPU of the price table; ``counts`` default ``[1]``; ``precisions`` default
+  ``["fp32"]``). The job's global batch is split over the GPUs (data parallel). A request
+  names its hardware as a deployment key built from its parts (``deployment_key(device, n)``),
+  never as text to be parsed again. Two spellings of one GPU (``A100``, ``a100``) are one row.
+* **The store's deployments only when asked** (``include_history``): each stored train
+  deployment of the network once per asked precision its history states, and once more,
+  in a ranking of its own labelled ``unstated``, where its history states no precision.
+  History at a precision that was not asked is named in a note, not ranked.
+* **One precision per ranking**: a row is ranked among the rows of its precision only
+  (``rank_time``, ``rank_cost`` count within it). The precision is the asked one as the
+  framework runs it (the layerwise route's ``precision_as_run`` sentence is the row's note:
+  e.g. TF32 convolutions for TensorFlow's fp32 on an A100). Where the forecaster answers an
+  asked precision from history whose logs state no precision (end-to-end, or the level a
+  hybrid answer is scaled to), the row keeps its place but is not ranked (no
+  ``rank_time``/``rank_cost``; ``answer_precision: "unstated"``, ``precision_basis:
+  "history states none"``) and a note says why.
+* **Notes once**: the GPU a name resolved to (``gpu``), why each row's model answers (the
+  forecaster's ``chosen``, cut at ``"; "`` into its clauses), its precision as run, memory
+  verdict where it does not fit, and its warnings are shared notes
+  (``notes``: ``[{"id", "text"}]``); a row lists the ids of its notes (``notes``).
+* ``scaling_efficiency`` = time on one GPU / (N x time on N GPUs) of the same device,
+  precision and route, when the 1-GPU row is among the rows (different routes are not
+  comparable, so no figure).
+* ``fits`` and ``memory``: the per-GPU memory verdict of the row (:func:`memory_fit`; absent
+  where it cannot say); a row that does not fit stays ranked, marked ``fits: false``, with a
+  note naming the largest per-GPU batch that fits.
+* A row the forecaster cannot answer keeps its place with ``error``; ``failed`` counts them
+  (the CLI exits 1 when it is not 0).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from fleet.deployment import Deployment
-from jobcast.service.forecast import Forecast
+from fleet.deployment import Deployment, deployment_key
+from fleet.precision import parse_precision
+from jobcast.service.forecast import Forecast, ForecastFailure
 from jobcast.service.forecaster import Forecaster
 from jobcast.service.prices import PriceTable
 from jobcast.service.request import JobRequest
@@ -28,6 +50,11 @@ from models.variant import UNSTATED, variant_dict
 # Training-set sizes assumed when the caller gives none (samples per epoch).
 KNOWN_DATASETS = {"resnet20": ("CIFAR-10", 50_000), "resnet3-cifar10": ("CIFAR-10", 50_000)}
 DEFAULT_DATASET = ("ImageNet-1k", 1_281_167)
+# fp32 with TF32 off: the layerwise route prices it apart from fp32 (layerwise.as_run).
+_STRICT_SPELLINGS = ("fp32-strict", "strict-fp32", "fp32-no-tf32")
+UNSTATED_NOTE = ("not ranked: answered from history whose logs state no precision (the "
+                 "forecaster takes it for the asked one); if those runs used another, e.g. "
+                 "mixed precision, its time is not comparable with the ranked rows")
 
 
 def dataset_for(network: str, dataset_size: int | None) -> tuple[str, int]:
@@ -38,15 +65,88 @@ def dataset_for(network: str, dataset_size: int | None) -> tuple[str, int]:
     return KNOWN_DATASETS.get(network.lower(), DEFAULT_DATASET)
 
 
+def canonical_precision(text: str) -> str:
+    """A precision as one ranking names it: ``amp`` -> ``fp16``; ``fp32-strict`` (TF32 off)
+    stays apart from ``fp32``; ValueError for an unknown spelling."""
+    spelled = str(text).strip().lower()
+    if spelled in _STRICT_SPELLINGS:
+        return "fp32-strict"
+    return parse_precision(spelled).value
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One row to forecast: a device x count x precision asked, or a stored deployment."""
+
+    label: str  # as shown: "8 × V100", or the stored key
+    gpus: int
+    deployment: str  # the deployment key asked of the forecaster
+    precision: str  # the ranking it belongs to: an asked precision, or "unstated"
+    source: str  # "asked" | "history"
+    accelerator: str  # the GPU as priced: as the caller named it, or the stored key's part
+    device: str | None = None  # as the caller named it (asked rows)
+    error: str = ""  # why no deployment can be named for it (then nothing is forecast)
+
+    def request(self, common: Mapping) -> JobRequest:
+        """The job on this slot; an ``unstated`` history slot states no precision (the
+        history's own answers)."""
+        stated = {} if self.precision == UNSTATED else {"precision": self.precision}
+        return JobRequest(deployment=self.deployment, **stated, **common)
+
+
+def asked_slots(devices: Iterable[str], counts: list[int], precisions: list[str]) -> list[Slot]:
+    """Every device x count x precision, spellings of one GPU once (see the module rules)."""
+    slots, seen = [], set()
+    for precision in precisions:
+        for device in devices:
+            for n in counts:
+                try:
+                    key, error = deployment_key(device, n), ""
+                except ValueError as exc:
+                    key, error = "", f"GPU {device!r}: {exc}"
+                if key and (key, precision) in seen:
+                    continue
+                seen.add((key, precision))
+                slots.append(Slot(f"{n} × {device}", n, key, precision, "asked", device,
+                                  device, error))
+    return slots
+
+
+def history_slots(models: Iterable[FittedModel], network: str, precisions: list[str]
+                  ) -> tuple[list[Slot], list[str]]:
+    """The store's train deployments of ``network`` at each asked precision their history
+    states, and at ``unstated`` where it states none; and notes naming history at
+    precisions not asked."""
+    held: dict[str, set[str]] = {}
+    for m in models:
+        if m.network == network.lower() and m.phase == "train":
+            held.setdefault(m.deployment, set()).add(
+                variant_dict(m.variant).get("precision", UNSTATED))
+    slots, others = [], []
+    for dep in sorted(held):
+        try:
+            parsed = Deployment.parse(dep)
+            count, accelerator = parsed.count, parsed.accelerator
+        except ValueError:
+            count, accelerator = 1, dep
+        for precision in [*precisions, UNSTATED]:
+            if precision in held[dep]:
+                slots.append(Slot(dep, count, dep, precision, "history", accelerator))
+        others += [f"{dep} at {p}" for p in sorted(held[dep] - {*precisions, UNSTATED})]
+    notes = ([f"history not ranked (a precision not asked; ask it with --precision): "
+              f"{', '.join(others)}"] if others else [])
+    return slots, notes
+
+
 def provenance(by_id: Mapping[str, FittedModel], outcome: Forecast) -> dict[str, str]:
-    """``chosen``, ``variant`` and ``precision`` of one answer (see the module rules);
+    """``chosen``, ``variant`` and ``answer_precision`` of one answer: the end-to-end model's
+    variant key (``""`` when its logs state none) or ``precision=P`` of a layerwise answer,
+    and that variant's precision (``unstated`` when the history does not say);
     ``by_id``: the forecaster's end-to-end models by id."""
     details = outcome.details
     chosen = (details.get("chosen") or details.get("why_hybrid")
               or details.get("why_layerwise") or str(outcome.route))
-    e2e_id = (details.get("models") or {}).get("end_to_end") or outcome.model
-    # The id itself, else its part before "+" ("<model>+layerwise/…", "<model>+scaled/…").
-    model = by_id.get(e2e_id) or by_id.get(e2e_id.split("+", 1)[0])
+    model = _e2e_model(by_id, outcome)
     if model is not None:
         variant = model.variant
     elif isinstance(details.get("variant"), str):
@@ -56,7 +156,138 @@ def provenance(by_id: Mapping[str, FittedModel], outcome: Forecast) -> dict[str,
     else:
         variant = ""
     precision = variant_dict(variant).get("precision", UNSTATED)
-    return {"chosen": str(chosen), "variant": variant, "precision": precision}
+    return {"chosen": str(chosen), "variant": variant, "answer_precision": precision}
+
+
+def _e2e_model(by_id: Mapping[str, FittedModel], outcome: Forecast) -> FittedModel | None:
+    e2e_id = (outcome.details.get("models") or {}).get("end_to_end") or outcome.model
+    # The id itself, else its part before "+" ("<model>+layerwise/…", "<model>+scaled/…").
+    return by_id.get(e2e_id) or by_id.get(e2e_id.split("+", 1)[0])
+
+
+def resolved_gpu(by_id: Mapping[str, FittedModel], outcome: Forecast) -> str:
+    """The GPU the answer is about: the layerwise route's catalog row, else the GPU of the
+    history's deployment (its key where the catalog does not know it)."""
+    if outcome.details.get("gpu"):
+        return str(outcome.details["gpu"])
+    model = _e2e_model(by_id, outcome)
+    if model is None:
+        return ""
+    try:
+        spec = Deployment.parse(model.deployment).identity.spec
+    except ValueError:
+        spec = None
+    return spec.name if spec is not None else model.deployment
+
+
+def memory_fit(req: JobRequest) -> tuple[dict, str] | None:
+    """The row's memory verdict (:mod:`jobcast.service.feasibility`: per GPU, the global batch
+    split over the GPUs) as ``{"fits", "per_gpu_batch", "total_gib", "gpu_memory_gib",
+    "max_batch_per_gpu"}`` with its one-line summary; None where it cannot say (a network
+    without a shipped spec, an accelerator the catalog does not hold)."""
+    from jobcast.service.feasibility import request_verdict
+    from layerwise.memory import MemoryEstimateError
+
+    try:
+        verdict = request_verdict(req)
+    except MemoryEstimateError:
+        return None
+    if verdict is None or verdict.fits is None:
+        return None
+    gib = 2.0 ** 30
+    return ({"fits": verdict.fits, "per_gpu_batch": verdict.batch_size,
+             "total_gib": round(verdict.total_bytes / gib, 2),
+             "gpu_memory_gib": round(verdict.gpu_memory_bytes / gib, 2),
+             "max_batch_per_gpu": verdict.max_batch}, verdict.summary())
+
+
+class Notes:
+    """Shared notes: each distinct text once, with an id from 1."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def add(self, texts: Iterable[str]) -> list[int]:
+        out = []
+        for text in texts:
+            text = str(text).strip()
+            if text:
+                out.append(self.ids.setdefault(text, len(self.ids) + 1))
+        return list(dict.fromkeys(out))
+
+    def as_list(self) -> list[dict]:
+        return [{"id": i, "text": t} for t, i in self.ids.items()]
+
+
+def _row(slot: Slot, req: JobRequest, outcome, by_id, prices: PriceTable, notes: Notes
+         ) -> dict:
+    """One JSON row: the slot, then the answer with its cost, memory verdict and notes, or
+    ``error``."""
+    gpu_name = slot.accelerator
+    row = {"candidate": slot.label, "source": slot.source, "device": slot.device,
+           "deployment": slot.deployment, "gpus": slot.gpus, "precision": slot.precision,
+           "price_usd_per_gpu_hour": prices.price(gpu_name)}
+    if not outcome.ok:
+        return {**row, "error": outcome.error}
+    cost = {k: prices.cost(getattr(outcome, k), gpu_name, slot.gpus)
+            for k in ("seconds", "low", "high")}
+    prov = provenance(by_id, outcome)
+    details = outcome.details
+    # History whose logs state no precision behind the answer (end-to-end, or the level of
+    # a hybrid): not comparable with answers at the asked precision; and the other way round.
+    answer = prov["answer_precision"]
+    basis = ("asked" if (slot.precision == UNSTATED) == (answer == UNSTATED)
+             else f"history states {'none' if answer == UNSTATED else answer}")
+    as_run = (details.get("precision_as_run") or {}).get("assumed")
+    warnings = [str(w) for w in details.get("warnings", []) or []]
+    if as_run and not any(as_run in w for w in warnings):
+        warnings.insert(0, f"precision as run: {as_run}")
+    unranked = [] if basis == "asked" else [
+        UNSTATED_NOTE if answer == UNSTATED else
+        f"not ranked: the store's history answered at {answer}, not at an unstated precision"]
+    memory = memory_fit(req)
+    if memory is not None and not memory[0]["fits"]:
+        warnings.append(f"memory: {memory[1]}")
+    extrapolated = ["extrapolated: outside the batch sizes or steps its model was fitted on"
+                    ] if outcome.extrapolated else []
+    gpu = resolved_gpu(by_id, outcome)
+    named = slot.device or slot.deployment
+    resolved = [f"{named} resolved to {gpu}"] if gpu and gpu != named else []
+    texts = [*resolved, *prov.pop("chosen").split("; "), *unranked, *extrapolated, *warnings]
+    out = {**row, "gpu": gpu, "route": str(outcome.route),
+           "model": outcome.model, "seconds": outcome.seconds, "low": outcome.low,
+           "high": outcome.high, "unit": outcome.unit, "extrapolated": outcome.extrapolated,
+           **prov,
+           "precision_basis": basis,
+           "usd": cost["seconds"], "usd_low": cost["low"], "usd_high": cost["high"],
+           **({"fits": memory[0]["fits"], "memory": memory[0]} if memory is not None else {}),
+           "notes": notes.add(texts)}
+    return out
+
+
+def _rank(rows: list[dict], groups: list[str]) -> list[dict]:
+    """Rows of each precision in turn: answered at that precision by time (with time and
+    cost ranks within the precision), then those answered from history that states no
+    precision (unranked), then failed; scaling efficiency within device, precision and
+    route."""
+    ordered = []
+    for group in groups:
+        mine = [r for r in rows if r["precision"] == group]
+        answered = sorted((r for r in mine if "error" not in r), key=lambda r: r["seconds"])
+        ok = [r for r in answered if r["precision_basis"] == "asked"]
+        unranked = [r for r in answered if r["precision_basis"] != "asked"]
+        one = {(r["device"], r["route"]): r["seconds"] for r in ok
+               if r["source"] == "asked" and r["gpus"] == 1}
+        for rank, r in enumerate(ok, start=1):
+            r["rank_time"] = rank
+            single = one.get((r["device"], r["route"]))
+            if r["source"] == "asked" and r["gpus"] > 1 and single is not None:
+                r["scaling_efficiency"] = single / (r["gpus"] * r["seconds"])
+        priced = sorted((r for r in ok if r["usd"] is not None), key=lambda r: r["usd"])
+        for rank, r in enumerate(priced, start=1):
+            r["rank_cost"] = rank
+        ordered += ok + unranked + [r for r in mine if "error" in r]
+    return ordered
 
 
 def compare(
@@ -69,76 +300,39 @@ def compare(
     devices: list[str] | None = None,
     optimizer: str = "sgd",
     image_size: int | None = None,
-    precision: str = "fp32",
+    precision: str | list[str] = "fp32",
     counts: list[int] | None = None,
     framework: str = "tensorflow",
+    include_history: bool = False,
 ) -> dict:
-    """Forecast the job on every candidate; rows sorted by time, each with its cost rank."""
+    """Forecast the job on every asked row (and the store's deployments with
+    ``include_history``); see the module rules for the rows, rankings and notes."""
     if batch_size <= 0 or epochs <= 0:
         raise ValueError("batch size and epochs must be positive")
-    dataset, size = dataset_for(network, dataset_size)
-    common = dict(network=network, batch_size=batch_size, epochs=epochs, dataset_size=size)
-    requests: list[tuple[str, int, JobRequest]] = []
-    deployments = sorted(
-        {
-            m.deployment
-            for m in forecaster.models
-            if m.network == network.lower() and m.phase == "train"
-        }
-    )
-    for dep in deployments:
-        parsed = Deployment.parse(dep)
-        requests.append((parsed.accelerator, parsed.count, JobRequest(deployment=dep, **common)))
     counts = sorted(set(counts or [1]))
     if any(n < 1 for n in counts):
         raise ValueError(f"GPU counts must be >= 1, got {counts}")
-    for device in devices if devices is not None else sorted(prices.usd_per_gpu_hour):
-        for n in counts:
-            where = {"device": device} if n == 1 else {"deployment": f"{n}x {device}"}
-            requests.append((device, n, JobRequest(optimizer=optimizer, image_size=image_size,
-                                                   precision=precision, framework=framework,
-                                                   **where, **common)))
+    asked = [precision] if isinstance(precision, str) else list(precision) or ["fp32"]
+    precisions = list(dict.fromkeys(canonical_precision(p) for p in asked))
+    dataset, size = dataset_for(network, dataset_size)
+    common = dict(network=network, batch_size=batch_size, epochs=epochs, dataset_size=size)
+    slots = asked_slots(devices if devices is not None else sorted(prices.usd_per_gpu_hour),
+                        counts, precisions)
+    notes, not_ranked = Notes(), []
+    if include_history:
+        found, not_ranked = history_slots(forecaster.models, network, precisions)
+        slots += found
     by_id = {m.model_id: m for m in forecaster.models}
+    layerwise = dict(optimizer=optimizer, image_size=image_size, framework=framework)
     rows = []
-    for gpu, count, req in requests:
-        outcome = forecaster.forecast(req)
-        row = {
-            "candidate": req.deployment or f"{req.device} x1",
-            "gpus": count,
-            "price_usd_per_gpu_hour": prices.price(gpu),
-        }
-        if not outcome.ok:
-            rows.append({**row, "error": outcome.error})
-            continue
-        cost = {k: prices.cost(getattr(outcome, k), gpu, count) for k in ("seconds", "low", "high")}
-        rows.append(
-            {
-                **row,
-                "route": str(outcome.route),
-                "model": outcome.model,
-                "seconds": outcome.seconds,
-                "low": outcome.low,
-                "high": outcome.high,
-                "unit": outcome.unit,
-                "extrapolated": outcome.extrapolated,
-                **provenance(by_id, outcome),
-                "usd": cost["seconds"],
-                "usd_low": cost["low"],
-                "usd_high": cost["high"],
-            }
-        )
-    single = {r["candidate"][: -len(" x1")]: r["seconds"] for r in rows
-              if "error" not in r and r["candidate"].endswith(" x1")}
-    for r in rows:
-        device = r["candidate"].split("x ", 1)[-1] if r["gpus"] > 1 else None
-        if "error" not in r and device in single:
-            r["scaling_efficiency"] = single[device] / (r["gpus"] * r["seconds"])
-    ok = sorted((r for r in rows if "error" not in r), key=lambda r: r["seconds"])
-    for rank, r in enumerate(ok, start=1):
-        r["rank_time"] = rank
-    priced = sorted((r for r in ok if r["usd"] is not None), key=lambda r: r["usd"])
-    for rank, r in enumerate(priced, start=1):
-        r["rank_cost"] = rank
+    for slot in slots:
+        req = slot.request({**common, **(layerwise if slot.source == "asked" else {})})
+        outcome = (ForecastFailure(req, slot.error) if slot.error
+                   else forecaster.forecast(req, refuse_unfit=False))
+        rows.append(_row(slot, req, outcome, by_id, prices, notes))
+    notes.add(not_ranked)
+    groups = [*precisions, *([UNSTATED] if any(s.precision == UNSTATED for s in slots) else [])]
+    ranked = _rank(rows, groups)
     return {
         "network": network,
         "batch_size": batch_size,
@@ -146,5 +340,9 @@ def compare(
         "dataset": dataset,
         "dataset_size": size,
         "prices": prices.source,
-        "candidates": ok + [r for r in rows if "error" in r],
+        "precisions": groups,
+        "include_history": include_history,
+        "candidates": ranked,
+        "failed": sum("error" in r for r in ranked),
+        "notes": notes.as_list(),
     }

@@ -17,8 +17,8 @@ Rules (:class:`EndToEndRoute.propose`):
 * A GPU count without history: the models of the same GPU at another count, moved to the
   asked count by the data-parallel scaling model (``jobcast.service.other_counts``): one
   ``scaled-count`` candidate.
-* Whole job: :func:`jobcast.service.candidates.to_job` with the model's runs; a request that
-  gives its evaluations prices them with the test model of the same key.
+* Whole job: :func:`jobcast.service.candidates.to_job` with the model's runs (evaluations a
+  request gives are priced once, for every route, by ``jobcast.service.job_answer``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import pandas as pd
 from jobcast.service.candidates import (
     Ask,
     Candidate,
-    job_plan,
     newest_first,
     own_scale,
     to_job,
@@ -41,7 +40,7 @@ from jobcast.service.other_counts import scale_to_count
 from models.choice import describe_model
 from models.dataset import stack_key
 from models.e2e import FittedModel, forecast
-from models.selector import Relation, runs_bucket
+from models.relation import Relation, runs_bucket
 from models.variant import compatible, describe_variant, variant_dict, variant_key
 
 _CORE = ("seconds", "low", "high", "unit", "route", "model", "extrapolated")
@@ -165,24 +164,7 @@ class EndToEndRoute:
                          tuple(int(r) for r in runs["run_id"]) if len(runs) else ())
         if ask.target != "job":
             return cand
-        return to_job(cand, ask, runs, self._evaluations(ask, m))
-
-    def _evaluations(self, ask: Ask, m: FittedModel) -> Forecast | None:
-        """The test-phase forecast of a job that gives its evaluations, from the test model
-        of the same key (None when the request does not give them or no such model)."""
-        req = ask.req
-        if not (req.eval_every and req.eval_size and req.epochs):
-            return None
-        steps = job_plan(req).test_iterations()
-        twin = next((t for t in self._by_network.get((m.network, "test"), [])
-                     if t.deployment == m.deployment and t.system == m.system
-                     and t.variant == m.variant and stack_key(t.stack) == stack_key(m.stack)),
-                    None)
-        if twin is None or steps <= 0:
-            return None
-        r = forecast(twin, float(steps), int(req.batch_size))
-        return Forecast(job=req, seconds=r["seconds"], low=r["low"], high=r["high"],
-                        route=self.name, model=r["model"])
+        return to_job(cand, ask, runs)
 
     def _other_count(self, ask: Ask) -> list[Candidate]:
         """The ``scaled-count`` candidate from the same GPU at another count, if any."""

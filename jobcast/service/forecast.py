@@ -18,6 +18,11 @@ from typing import Any
 from jobcast.service.request import JobRequest
 
 
+def percent_text(value: float) -> str:
+    """A percentage as people read it: ``0.17``, ``4.2``, ``16``, ``320`` (never ``3.2e+02``)."""
+    return f"{value:.2g}" if abs(value) < 10 else f"{value:.0f}"
+
+
 class Route(StrEnum):
     """How a forecast was made."""
 

@@ -19,6 +19,14 @@ Rules (the CLI, the served model and the report decide the same way, here):
    route's). The answer is that candidate's forecast with the selector's interval, and says
    why (``chosen``: the candidate's reason and its backtest figure) and what else there was
    (``candidates``).
+5. **Compose**: a whole job is one answer phase by phase (``jobcast.service.job_answer``):
+   the evaluations a request gives are chosen among the test-phase candidates (rules 1-4),
+   whatever answered the training; every answer carries a ``summary`` (step, epoch, job).
+6. **Will it fit?** A training job whose per-GPU memory estimate
+   (``jobcast.service.feasibility``) exceeds the GPU's memory is refused with the estimate,
+   the GPU's memory and the largest batch that fits, unless the history behind the answer
+   ran that batch size on that hardware (then the answer stands, with a warning: history
+   outranks the estimate). The estimate is in ``memory`` (``fits``) where one exists.
 
 Every request gets an :class:`Outcome`: a :class:`Forecast`, or a :class:`ForecastFailure`
 that says why no route could answer.
@@ -28,7 +36,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -42,16 +51,28 @@ from jobcast.service.candidates import (
     fallback_error,
 )
 from jobcast.service.e2e_route import EndToEndRoute
-from jobcast.service.forecast import Forecast, ForecastFailure, Outcome
+from jobcast.service.feasibility import request_verdict
+from jobcast.service.forecast import Forecast, ForecastFailure, Outcome, percent_text
 from jobcast.service.hybrid import HybridRoute
+from jobcast.service.job_answer import (
+    as_trained,
+    compose_job,
+    evaluations_asked,
+    ran_this_batch,
+    summary,
+    unused_flags,
+)
 from jobcast.service.rates import RateRoute
 from jobcast.service.request import JobRequest, JobRequestError
 from jobcast.service.routes import CalibratedRoute, LayerwiseRoute, RouteMiss
 from jobcast.service.whole_job_route import WholeJobRoute
-from models.calibration import ScaleCalibrator
 from models.e2e import FittedModel, load_models
 from models.history import from_records, run_table
-from models.selector import BacktestSelector, Judgement, load_prior
+from models.relation import Judgement, SelectorCells, load_prior
+
+if TYPE_CHECKING:
+    from models.calibration import ScaleCalibrator
+    from models.selector import BacktestSelector
 
 SELECTOR_ARTIFACT = "selector"
 HISTORY_ARTIFACT = "history"
@@ -133,12 +154,14 @@ class Forecaster:
         """The own selector (given, else the store's fit) combined with the prior (either
         alone where the other is missing)."""
         if self._selector is None:
-            prior = (self.prior if isinstance(self.prior, BacktestSelector)
+            prior = (self.prior if isinstance(self.prior, SelectorCells)
                      else load_prior() if self.prior else None)
             own = self._own_selector
             if own is None and self.store is not None:
                 saved = self.store.load_artifact(SELECTOR_ARTIFACT)
-                own = BacktestSelector.from_dict(saved) if saved else None
+                if saved:
+                    from models.selector import BacktestSelector
+                    own = BacktestSelector.from_dict(saved)
             self._selector = own.combine(prior) if own is not None else prior
         return self._selector
 
@@ -207,27 +230,57 @@ class Forecaster:
             judged += [(c, self.judge(c)) for c in found if _finite(c.forecast)]
         return ask, judged, misses
 
-    def forecast(self, req: JobRequest, now: float | None = None) -> Outcome:
+    def forecast(self, req: JobRequest, now: float | None = None,
+                 refuse_unfit: bool = True) -> Outcome:
         """A :class:`Forecast`, or a :class:`ForecastFailure` with the reason; ``now`` (unix
-        s, default the clock) is when it is asked (a benchmark replaying history sets it)."""
+        s, default the clock) is when it is asked (a benchmark replaying history sets it);
+        ``refuse_unfit=False`` answers a job that will not fit too, marked ``fits: false``
+        (a table that ranks several deployments shows it rather than drop it; rule 6)."""
         try:
+            req, assumed = req.with_defaults()
             req.validate()
-            ask, judged, misses = self.candidates(req, now=now)
-            if not judged:
-                return ForecastFailure(req, self._no_answer(ask, misses))
-            order = {k: i for i, k in enumerate(KINDS)}
-            cand, judgement = min(
-                enumerate(judged),
-                key=lambda t: (t[1][1].expected, order.get(t[1][0].kind, 99), t[0]))[1]
-            return self._answer(cand, judgement, judged)
+            found = self._choose(req, now)
+            found = replace(found, job=req)  # a route may answer a phase of it
+            if found.ok and req.phase == "job":
+                evals = (self._choose(replace(req, phase="test"), now)
+                         if evaluations_asked(req) else None)
+                found = compose_job(found, evals)
+            if not found.ok:
+                return found
+            memory = (request_verdict(as_trained(req, found)) if req.phase in ("job", "train")
+                      else None)
+            if memory is not None and not memory.fits:
+                if refuse_unfit and not ran_this_batch(found):
+                    return ForecastFailure(req, f"will not fit: {memory.summary()}")
+                why = ("but the history behind this answer ran this batch size"
+                       if ran_this_batch(found) else "answered anyway, marked fits: false")
+                found = found.with_details(warnings=[*found.details.get("warnings", []),
+                                                     f"{memory.summary()}; {why}"])
+            notes = assumed + unused_flags(found)
+            return found.with_details(summary=summary(found, memory), assumptions=notes,
+                                      memory=memory.as_dict() if memory else None)
         except (JobRequestError, ValueError, LookupError, OSError) as exc:
             return ForecastFailure(req, str(exc))
+
+    def _choose(self, req: JobRequest, now: float | None) -> Outcome:
+        """The chosen candidate's answer to ``req`` (rules 1-4), or why there is none."""
+        try:
+            ask, judged, misses = self.candidates(req, now=now)
+        except (JobRequestError, ValueError, LookupError, OSError) as exc:
+            return ForecastFailure(req, str(exc))
+        if not judged:
+            return ForecastFailure(req, self._no_answer(ask, misses))
+        order = {k: i for i, k in enumerate(KINDS)}
+        cand, judgement = min(
+            enumerate(judged),
+            key=lambda t: (t[1][1].expected, order.get(t[1][0].kind, 99), t[0]))[1]
+        return self._answer(cand, judgement, judged)
 
     def _answer(self, cand: Candidate, j: Judgement,
                 judged: list[tuple[Candidate, Judgement]]) -> Forecast:
         f = cand.forecast
-        backtest = (f"backtest: {j.expected_percent():.2g} % mean error over {j.n} forecasts "
-                    f"of its kind ({j.cell})" if j.n else
+        backtest = (f"backtest: {percent_text(j.expected_percent())} % mean error over {j.n} "
+                    f"forecasts of its kind ({j.cell})" if j.n else
                     "no backtest of its kind yet: ranked by kind, own interval")
         chosen = f"{cand.reason}; {backtest}"
         others = [{"kind": c.kind, "model": c.forecast.model, "seconds": c.forecast.seconds,

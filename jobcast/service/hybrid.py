@@ -36,8 +36,8 @@ hybrid takes that shape and calibrates it on the key's runs (docs/batch-hybrid.m
   TensorFlow at forecast time): one ``hybrid`` candidate with the model's relation (its
   system, stack, variant; batch ``other``). At most :data:`MAX_MODELS` models per request
   (own models first, then the newest pooled ones). Whether it answers is the selector's
-  call (``models.selector``), like every candidate's. A request that gives its evaluation
-  passes (``eval_every``) gets none: they stay end-to-end.
+  call (``models.selector``), like every candidate's. Evaluations a request gives are
+  priced after the choice, as for every route (``jobcast.service.job_answer``).
 """
 
 from __future__ import annotations
@@ -45,12 +45,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
-from sklearn.base import BaseEstimator, clone
 
 from ingest.store import Store
 from jobcast.service.candidates import Ask, Candidate, own_scale, phase_steps, to_job
@@ -61,19 +59,11 @@ from jobcast.service.routes import LAYERWISE_MODEL, LayerwiseRoute, RouteMiss
 from layerwise import zoo
 from models.dataset import progress_points, stack_key
 from models.e2e import FittedModel, forecast
-from models.selector import Relation, runs_bucket
+from models.relation import Relation, runs_bucket
 
-# The ``split`` mode needs batch sizes spanning at least this factor (closer ones cannot tell a
-# per-step from a per-sample scale). It is not the default: from two batch sizes it fits both
-# scales exactly and turns run-to-run noise into shape (on the CaffeNet logs the split from
-# 128 + 512 doubled the error at batch 1 and 32: docs/batch-hybrid.md).
-MIN_SPLIT_SPAN = 2.0
-# Prior 90 % shape uncertainty, in log time per e-fold of batch size: the 90 % quantile of
-# |ln(t(b2)/t(b1)) - ln(L(b2)/L(b1))| / |ln(b2/b1)| of the shipped layerwise forecast L against
-# 28 measured whole-network training steps (7 networks x 4 precisions, batch 32, 64, 128, H100,
-# layerwise/data/measured/*_networks.csv); `python benchmarks/batch_hybrid.py --shape-prior`.
-SHAPE_RATE_90 = 0.51
-HISTORY_FLOOR = 0.02  # the history's relative half-width is never below 2 %
+if TYPE_CHECKING:
+    from jobcast.service.batch_shape import BatchShapeCalibrator
+
 MAX_MODELS = 4  # hybrid candidates per request
 # Words of a software stack -> the layerwise framework whose composition runs it the same way.
 STACK_FRAMEWORKS = {"caffe": "pytorch", "pytorch": "pytorch", "torch": "pytorch",
@@ -164,107 +154,13 @@ def history_from_model(model: FittedModel) -> History:
     return History(tuple(obs), max(0.0, coef.get("const", 0.0)), "model")
 
 
-def _rms(resid: np.ndarray, n_params: int) -> float:
-    """Root mean square of log residuals over their degrees of freedom (0 without any)."""
-    dof = len(resid) - n_params
-    return float(np.sqrt(np.sum(np.asarray(resid) ** 2) / dof)) if dof > 0 else 0.0
-
-
-class BatchShapeCalibrator(BaseEstimator):
-    """The layerwise step shape calibrated on history (see the module rules).
-
-    ``fit(X, y)``: X has ``batch_size``, ``overhead_s`` (O), ``variable_s`` (V), ``runs`` and
-    ``log_sd`` per observed batch size; y the observed seconds per step. ``predict_interval(X)``
-    (``batch_size``, ``overhead_s``, ``variable_s``) gives ``seconds``, ``low``, ``high`` per step,
-    the log distance ``distance`` to the nearest observed batch size and ``log_half_width``.
-    ``mode`` ``ratio`` (default) or ``split`` (falls back to ``ratio`` where the history has
-    fewer than two batch sizes :data:`MIN_SPLIT_SPAN` apart, or the fit gives no layer scale).
-    """
-
-    def __init__(self, mode: str = "ratio", min_split_span: float = MIN_SPLIT_SPAN,
-                 shape_rate: float = SHAPE_RATE_90, history_floor: float = HISTORY_FLOOR,
-                 coverage: float = 0.9):
-        self.mode = mode
-        self.min_split_span = min_split_span
-        self.shape_rate = shape_rate
-        self.history_floor = history_floor
-        self.coverage = coverage
-
-    def fit(self, X: pd.DataFrame, y: Any) -> BatchShapeCalibrator:
-        if self.mode not in ("ratio", "split"):
-            raise ValueError(f"mode must be ratio or split, got {self.mode!r}")
-        order = np.argsort(X["batch_size"].to_numpy(float), kind="stable")
-        X = X.iloc[order]
-        b = X["batch_size"].to_numpy(float)
-        o, v = X["overhead_s"].to_numpy(float), X["variable_s"].to_numpy(float)
-        y = np.asarray(y, float)[order]
-        runs = X["runs"].to_numpy(float) if "runs" in X else np.ones(len(y))
-        if len(y) == 0 or not np.all(np.isfinite([*b, *o, *v, *y])) or np.any(y <= 0) \
-                or np.any(b <= 0) or np.any(v <= 0) or np.any(o < 0) \
-                or len(np.unique(b)) != len(b):
-            raise ValueError("the hybrid needs one positive, finite history and layerwise step "
-                             "per distinct batch size")
-        self.batch_sizes_ = tuple(int(x) for x in b)
-        self.log_ratios_ = tuple(float(r) for r in np.log(y / (o + v)))
-        self.mode_, self.alpha_, self.gamma_, self.fit_log_rms_ = "ratio", math.nan, math.nan, 0.0
-        if self.mode == "split" and len(y) >= 2 and b[-1] / b[0] >= self.min_split_span:
-            w = np.sqrt(runs)
-            coef, _ = optimize.nnls(np.column_stack([o / y, v / y]) * w[:, None], w)
-            if coef[1] > 0:
-                self.mode_, self.alpha_, self.gamma_ = "split", float(coef[0]), float(coef[1])
-                self.fit_log_rms_ = _rms(np.log(y) - np.log(coef[0] * o + coef[1] * v), 2)
-        # how fast the history's ratio to the layerwise shape drifts between its batch sizes
-        lr = np.asarray(self.log_ratios_)
-        drift = list(np.abs(np.diff(lr)) / np.diff(np.log(b)))
-        self.observed_shape_rate_ = float(max(drift, default=0.0))
-        self.shape_rate_ = max(float(self.shape_rate), self.observed_shape_rate_)
-        self.history_log_half_ = self._history_half(X, runs)
-        return self
-
-    def _history_half(self, X: pd.DataFrame, runs: np.ndarray) -> float:
-        """Log half-width of the history: a t-interval on the pooled between-run spread."""
-        sd = X["log_sd"].to_numpy(float) if "log_sd" in X else np.full(len(runs), math.nan)
-        df = np.where(np.isfinite(sd), runs - 1, 0)
-        half = math.log1p(self.history_floor)
-        if df.sum() > 0:
-            pooled = math.sqrt(float(np.sum(np.where(df > 0, sd**2 * df, 0.0)) / df.sum()))
-            t = float(stats.t.ppf(0.5 + self.coverage / 2, df=df.sum()))
-            half = max(half, t * pooled * math.sqrt(1 + 1 / max(runs.sum(), 1)))
-        return half
-
-    def log_ratio(self, batch: np.ndarray) -> np.ndarray:
-        """ln(history / layerwise) at ``batch``: interpolated in ln batch between the observed
-        batch sizes, the nearest one's beyond them."""
-        return np.interp(np.log(np.asarray(batch, float)),
-                         np.log(np.asarray(self.batch_sizes_, float)), self.log_ratios_)
-
-    def predict_interval(self, X: pd.DataFrame) -> pd.DataFrame:
-        b = X["batch_size"].to_numpy(float)
-        o, v = X["overhead_s"].to_numpy(float), X["variable_s"].to_numpy(float)
-        if self.mode_ == "split":
-            step = self.alpha_ * o + self.gamma_ * v
-        else:
-            step = np.exp(self.log_ratio(b)) * (o + v)
-        seen = np.log(np.asarray(self.batch_sizes_, float))
-        distance = np.min(np.abs(np.log(b)[:, None] - seen[None, :]), axis=1)
-        half = np.sqrt(self.history_log_half_**2 + self.fit_log_rms_**2
-                       + (self.shape_rate_ * distance) ** 2)
-        return pd.DataFrame({"seconds": step, "low": step / np.exp(half),
-                             "high": step * np.exp(half), "distance": distance,
-                             "log_half_width": half}, index=X.index)
-
-    def describe(self) -> dict[str, Any]:
-        """The fitted scales and interval terms (JSON-ready; NaN scales as None)."""
-        def num(x: float) -> float | None:
-            return None if math.isnan(x) else x
-
-        return {"mode": self.mode_, "ratios": {b: math.exp(r) for b, r
-                                               in zip(self.batch_sizes_, self.log_ratios_,
-                                                      strict=True)},
-                "overhead_scale": num(self.alpha_), "layer_scale": num(self.gamma_),
-                "shape_rate": self.shape_rate_, "observed_shape_rate": self.observed_shape_rate_,
-                "history_log_half_width": self.history_log_half_,
-                "fit_log_rms": self.fit_log_rms_}
+def __getattr__(name: str) -> Any:
+    """``BatchShapeCalibrator`` and its defaults (``jobcast.service.batch_shape``), imported on
+    first use: a forecast that never reaches the hybrid's fit loads no scikit-learn or SciPy."""
+    if name in ("BatchShapeCalibrator", "MIN_SPLIT_SPAN", "SHAPE_RATE_90", "HISTORY_FLOOR"):
+        from jobcast.service import batch_shape
+        return getattr(batch_shape, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _KeyStore:
@@ -348,10 +244,11 @@ class HybridRoute:
     def propose(self, ask: Ask) -> list[Candidate]:
         """Hybrid candidates of the models whose runs lack the asked batch size (``When``)."""
         req = ask.req
-        if ask.iterations is None or req.batch_size is None or req.eval_every \
-                or not priced(req):
+        if ask.iterations is None or req.batch_size is None:
             return []
-        models = self.end_to_end.matching(ask)
+        models = self.end_to_end.matching(ask)  # cheap: before the spec is read
+        if not models or not priced(req):
+            return []
         own = [m for m in models if owned_by(m, ask.system)]
         pooled = sorted((m for m in models if m.system == "" and not owned_by(m, ask.system)),
                         key=lambda m: -m.last_run_time)
@@ -428,6 +325,9 @@ class HybridRoute:
         batches = sorted({*history.batch_sizes, int(req.batch_size)})
         shapes = self.shape(req, batches, framework)
         fit_x = obs.merge(shapes, on="batch_size")
+        from sklearn.base import clone
+
+        from jobcast.service.batch_shape import BatchShapeCalibrator
         cal = clone(self.calibrator) if self.calibrator is not None else BatchShapeCalibrator()
         cal.fit(fit_x, fit_x["step_seconds"])
         target = shapes[shapes["batch_size"] == int(req.batch_size)]

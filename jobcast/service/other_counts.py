@@ -22,7 +22,6 @@ from fleet.deployment import Deployment
 from fleet.precision import parse_precision
 from jobcast.service.request import JobRequest
 from models.e2e import FittedModel, forecast
-from models.scaling import allreduce_ms, shipped_scaling, weight_tensors
 
 
 def _source(models: list[FittedModel], req: JobRequest, target: Deployment
@@ -48,6 +47,7 @@ def _source(models: list[FittedModel], req: JobRequest, target: Deployment
 def _network_size(network: str) -> tuple[float, int, str]:
     """(parameters, weight tensors, note) of a known network; zeros and a note otherwise."""
     from layerwise.network import decompose
+    from models.scaling import weight_tensors
 
     try:
         net = decompose(network, batch_size=1)
@@ -59,6 +59,7 @@ def _network_size(network: str) -> tuple[float, int, str]:
 def scale_to_count(models: list[FittedModel], req: JobRequest, deployment: str
                    ) -> dict[str, Any] | None:
     """A forecast dict like :func:`models.e2e.forecast`, or None when no source exists."""
+    from models.scaling import allreduce_ms, shipped_scaling
     if req.iterations is None:
         return None
     target = Deployment.parse(req.deployment or deployment)

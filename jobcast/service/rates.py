@@ -39,12 +39,11 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from jobcast.service.candidates import Ask, Candidate, job_details, own_scale, to_job
 from jobcast.service.forecast import Forecast, Route
 from models.history import phase_shares
-from models.selector import Relation, runs_bucket
+from models.relation import Relation, runs_bucket
 from models.variant import compatible, describe_variant, variant_dict, variant_key
 
 
@@ -67,6 +66,7 @@ def _date(t: float) -> str:
 
 
 def _spread(rates: np.ndarray) -> float:
+    from scipy import stats
     n = len(rates)
     if n < 2:
         return ONE_RUN_SCALE

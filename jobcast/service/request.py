@@ -39,7 +39,7 @@ import math
 import numbers
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -147,6 +147,17 @@ class JobRequestError(ValueError):
         return {"error": str(self), "row": self.row, "field": self.field}
 
 
+# Training-set sizes assumed when a job in epochs gives none (samples per epoch).
+USUAL_DATASETS = {"resnet20": ("CIFAR-10", 50_000), "resnet3-cifar10": ("CIFAR-10", 50_000)}
+DEFAULT_DATASET = ("ImageNet-1k", 1_281_167)
+
+
+def usual_dataset(network: str) -> tuple[str, int]:
+    """(name, samples per epoch) of the dataset a network usually trains on: CIFAR-10 for
+    the CIFAR ResNets, else ImageNet-1k's training set."""
+    return USUAL_DATASETS.get(str(network).lower(), DEFAULT_DATASET)
+
+
 @dataclass(frozen=True)
 class JobRequest:
     """What a user asks: a network, where (deployment or device), how big, how long."""
@@ -168,6 +179,20 @@ class JobRequest:
     framework: str = "tensorflow"
     system: str | None = None
     tags: str | None = None
+
+    def with_defaults(self) -> tuple[JobRequest, list[str]]:
+        """The request with what it left open filled in, and each assumption said: a job in
+        epochs without a dataset size gets the network's usual dataset
+        (:func:`usual_dataset`); a job of no stated length is one step (a per-step answer)."""
+        if self.epochs is not None and self.dataset_size is None and self.network:
+            name, size = usual_dataset(self.network)
+            return (replace(self, dataset_size=size),
+                    [f"epochs of {name} assumed ({size:,} samples each); give --dataset-size "
+                     "for yours"])
+        if self.epochs is None and self.iterations is None:
+            return (replace(self, iterations=1),
+                    ["no --iterations or --epochs given: one step (a per-step answer)"])
+        return self, []
 
     def states_precision(self) -> bool:
         """Whether the precision was given (not the unstated fp32 default)."""

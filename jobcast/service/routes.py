@@ -24,20 +24,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from fleet.catalog import resolve_gpu
 from fleet.deployment import Deployment, deployment_key
 from fleet.framework import parse_framework
-from jobcast.service.candidates import Ask, Candidate, own_scale, to_job
+from jobcast.service.candidates import Ask, Candidate, own_scale, phase_steps, to_job
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest
 from layerwise.forecast import forecast_network
-from models.calibration import ScaleCalibrator, network_key
-from models.scaling import data_parallel_step
-from models.selector import Relation, runs_bucket
+from models.relation import Relation, runs_bucket
 
 LAYERWISE_MODEL = "layerwise/default"
 _CORE = ("seconds", "low", "high", "unit", "route", "model", "extrapolated")
@@ -76,6 +74,14 @@ def _phase_req(ask: Ask) -> JobRequest:
     return replace(ask.req, phase=ask.phase)
 
 
+def _no_steps(req: JobRequest) -> str:
+    """Why a request has no step count for its phase."""
+    if req.phase == "test":
+        return ("a test-phase forecast needs --iterations (evaluation steps), or --epochs "
+                "with --dataset-size, --eval-every and --eval-size")
+    return "give --iterations, or --epochs with --dataset-size"
+
+
 def device_for(req: JobRequest) -> tuple[str, int]:
     """The GPU to predict and how many share the batch (data parallel), from the request."""
     if req.device:
@@ -111,18 +117,20 @@ class LayerwiseRoute:
             gpu = resolve_gpu(device)
         except (KeyError, ValueError) as exc:
             raise RouteMiss(f"{why}; and no layerwise forecast: {exc}") from None
+        steps = phase_steps(req)
+        if steps is None:
+            raise RouteMiss(_no_steps(req))
         per_device_batch = max(1, math.ceil(req.batch_size / count))
-        args = (req.network, gpu.name, per_device_batch,
-                None if req.optimizer in (None, "", "none") else req.optimizer, req.image_size,
-                str(req.precision), parse_framework(req.framework).value, req.dataset_size,
-                req.epochs)
+        training = req.phase != "test" and req.optimizer not in (None, "", "none")
+        args = (req.network, gpu.name, per_device_batch, req.optimizer if training else None,
+                req.image_size, str(req.precision), parse_framework(req.framework).value)
         if args not in self._cache:
             if len(self._cache) >= CACHE_SIZE:
                 self._cache.pop(next(iter(self._cache)))
             self._cache[args] = forecast_network(
                 args[0], device=args[1], batch_size=args[2], optimizer=args[3],
                 image_size=args[4], precision=req.precision, framework=args[6],
-                dataset_size=args[7], epochs=args[8], predictor=self.predictor)
+                predictor=self.predictor)
         result = self._cache[args]
         warnings = list(result.get("warnings", []))
         batch_s, batch_low, batch_high = result["batch_seconds"], result["low"], result["high"]
@@ -135,12 +143,6 @@ class LayerwiseRoute:
                 f"gradient all-reduce over {parallel['interconnect']}"
                 + (f" (assumed: {'; '.join(parallel['assumed'])})" if parallel["assumed"] else "")
             )
-        if req.iterations is not None:
-            steps = req.iterations
-        elif req.epochs is not None and req.dataset_size is not None:
-            steps = req.epochs * math.ceil(req.dataset_size / req.batch_size)
-        else:
-            steps = 1
         details = {
             **_details(result),
             "batch_seconds": batch_s,
@@ -150,6 +152,8 @@ class LayerwiseRoute:
             "device": gpu.name,
             "devices": count,
             "iterations": steps,
+            "pass": "forward (evaluation)" if req.phase == "test" else (
+                "forward, backward and optimizer step" if training else "forward and backward"),
             "why_layerwise": why,
             "warnings": warnings,
         }
@@ -170,6 +174,7 @@ def _data_parallel(req: JobRequest, gpu: str, count: int,
     the request's framework's mechanism (:func:`models.scaling.data_parallel_step`: PyTorch
     DDP's bucketed all-reduce behind the backward pass, TensorFlow 1.x's replicated
     variables)."""
+    from models.scaling import data_parallel_step
     deployment = (Deployment.parse(req.deployment) if req.deployment
                   else Deployment(gpu, count))
     ic = deployment.interconnect()
@@ -235,6 +240,7 @@ class CalibratedRoute:
 
     def has_own_runs(self, req: JobRequest) -> bool:
         """Whether this network's own runs on this hardware give a factor (cheap check)."""
+        from models.calibration import network_key
         if self.calibrator is None:
             return False
         try:
@@ -246,6 +252,9 @@ class CalibratedRoute:
 
 
 from jobcast.service.e2e_route import EndToEndRoute  # noqa: E402  (re-exported: older imports)
+
+if TYPE_CHECKING:
+    from models.calibration import ScaleCalibrator
 
 __all__ = ["CalibratedRoute", "EndToEndRoute", "LayerwiseRoute", "RouteMiss", "calibrate",
            "device_for", "layerwise_candidate"]

@@ -19,8 +19,7 @@ from ingest.store import Store
 from ingest.whole_job import normal_key, whole_job_runs
 from jobcast.service.candidates import Ask, Candidate, own_scale
 from jobcast.service.forecast import Forecast, Route
-from models.selector import Relation, runs_bucket
-from models.whole_job import WholeJobMiss, whole_job_candidate
+from models.relation import Relation, runs_bucket
 
 
 def _newest(runs: list[Any], key: str) -> float | None:
@@ -49,6 +48,7 @@ class WholeJobRoute:
     def propose(self, ask: Ask) -> list[Candidate]:
         if ask.target != "job" or not ask.system or not ask.deployment or not self.runs():
             return []
+        from models.whole_job import WholeJobMiss, whole_job_candidate
         try:
             found = whole_job_candidate(list(self.runs()), ask.system, ask.deployment)
         except WholeJobMiss:

@@ -11,6 +11,7 @@ import pytest
 from paths import DATA
 from typer.testing import CliRunner
 
+from ingest.store import Store
 from jobcast.cli.app import app
 
 runner = CliRunner()
@@ -120,14 +121,14 @@ def test_predict_jobs_csv(fitted_store, tmp_path):
     jobs.write_text(
         "network,deployment,batch_size,iterations,phase\n"
         f"{run['network']},{run['deployment']},{run['batch_size']},{iters},train\n"
-        f"{run['network']},{run['deployment']},{run['batch_size'] * 4},{iters},train\n"
+        f"{run['network']},{run['deployment']},{run['batch_size'] // 4},{iters},train\n"
         f"nosuchnet,{run['deployment']},32,10,train\n"
     )
     result = invoke("predict", "--store", fitted_store, "--jobs", str(jobs), "--json")
     out = json.loads(result.stdout)
     assert len(out) == 3
     assert out[0]["route"] == "end-to-end" and not out[0]["extrapolated"]
-    assert out[1]["extrapolated"] is True  # 4x the batch size ever seen
+    assert out[1]["extrapolated"] is True  # a quarter of the batch size ever seen
     assert "error" in out[2] and "nosuchnet" in out[2]["error"]
     assert result.exit_code == 1  # a job failed
 
@@ -136,8 +137,8 @@ def test_predict_jobs_csv_bad_row_gets_its_error_and_others_are_answered(tmp_pat
     jobs = tmp_path / "jobs.csv"
     jobs.write_text("network,batch_size,device,precision\nresnet50,abc,V100,fp32\n"
                     "resnet50,32,V100,fp16\nresnet50,32,V100,fp8\n")
-    result = runner.invoke(app, ["predict", "--jobs", str(jobs), "--json",
-                                 "--store", f"sqlite:///{tmp_path / 'x.db'}"])
+    # no --store: the test's own data directory, whose default store is empty (not created)
+    result = runner.invoke(app, ["predict", "--jobs", str(jobs), "--json"])
     assert result.exit_code == 1  # some jobs failed
     out = json.loads(result.output)
     assert "jobs.csv:2: batch_size must be a number" in out[0]["error"]
@@ -193,6 +194,7 @@ def test_fit_on_empty_store_says_what_to_do(tmp_path):
 
 def test_multi_gpu_layerwise_forecast_adds_the_allreduce(tmp_path):
     store = f"sqlite:///{tmp_path / 'empty.db'}"
+    Store(store)  # an empty store (predict does not create one)
     common = ["predict", "--network", "resnet50", "--iterations", "100", "--store", store,
               "--json"]
     one = json.loads(runner.invoke(app, [*common, "--batch-size", "32", "--device", "2080 Ti"])

@@ -78,9 +78,9 @@ def test_predict_prints_route_model_and_tag_as_written(markup_store, tag):
                     "google-tpu-v4-x4-n16", "--batch-size", "8192", "--iterations", "100",
                     "--tag", tag)
     assert result.exit_code == 0, result.output
-    first = result.stdout.splitlines()[0]
-    assert "[end-to-end: " in first and "resnet50/google-tpu-v4-x4-n16/" in first
-    assert f"asked {tag};" in result.stdout
+    route = next(line for line in result.stdout.splitlines() if line.startswith("route: "))
+    assert "route: end-to-end " in route and "resnet50/google-tpu-v4-x4-n16/" in route
+    assert f"the asked {tag}" in result.stdout
     assert "\nwarning: outside the fitted batch-size or iteration range" in result.stdout
 
 
@@ -101,12 +101,14 @@ def _render(renderable) -> str:
 def test_tables_print_names_and_errors_as_written():
     compared = {
         "network": "[red]net", "batch_size": 8, "epochs": 1, "dataset": "given",
-        "dataset_size": 100, "prices": "/p/[bold]prices.csv",
+        "dataset_size": 100, "prices": "/p/[bold]prices.csv", "precisions": ["fp16"],
+        "notes": [{"id": 1, "text": "asked a[/b]"}],
         "candidates": [
             {"candidate": "[red]x1", "route": "end-to-end", "extrapolated": False,
-             "precision": "fp16", "chosen": "asked a[/b]", "rank_time": 1, "seconds": 10.0,
+             "precision": "fp16", "notes": [1], "rank_time": 1, "seconds": 10.0,
              "low": 9.0, "high": 11.0, "usd": None},
-            {"candidate": "2x a[/b]", "gpus": 2, "error": "no GPU named 'a[/b]'"},
+            {"candidate": "2x a[/b]", "gpus": 2, "precision": "fp16",
+             "error": "no GPU named 'a[/b]'"},
         ],
     }
     text = _render(compare_table(compared))
@@ -191,8 +193,9 @@ def test_stack_status_and_logs_print_the_folder_as_written(tmp_path):
     for piece in ("postgres", "mlflow", "forecast"):
         assert str(folder / "logs" / f"{piece}.log") in status.stdout
     assert "http://[red]h[/b]:5000" in status.stdout
-    assert status.stdout.splitlines()[-1] == (
-        f"environment for jobcast commands: source {folder / 'env'}")
+    assert status.stdout.splitlines()[-2:] == [
+        f"environment for ingest, fit, register: source {folder / 'env'}",
+        f"environment for predict, report, serve (read-only): source {folder / 'reader.env'}"]
     as_json = json.loads(run_cli("stack", "status", "--dir", str(folder), "--json").stdout)
     assert as_json["env"] == str(folder / "env")
     logs = run_cli("stack", "logs", "--dir", str(folder), "--service", "mlflow")

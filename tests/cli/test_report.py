@@ -112,13 +112,14 @@ def test_compare_ranks_by_time_and_cost(store_url, tmp_path):
             "T4",
             "--device",
             "A100",
+            "--include-history",
             "--json",
         ],
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    ok = [c for c in out["candidates"] if "error" not in c]
-    assert {c["route"] for c in ok} >= {"end-to-end"}
+    ok = [c for c in out["candidates"] if "rank_time" in c and c["precision"] == "fp32"]
+    assert {c["route"] for c in out["candidates"]} >= {"end-to-end", "layerwise"}
     times = [c["seconds"] for c in ok]
     assert times == sorted(times) and [c["rank_time"] for c in ok] == list(range(1, len(ok) + 1))
     priced = sorted((c for c in ok if c["usd"] is not None), key=lambda c: c["rank_cost"])
@@ -178,19 +179,94 @@ def test_examples_ask_for_the_precision_of_their_history(store_url):
 
 def test_compare_rows_say_why_and_which_precision(store_url):
     args = ["compare", "--store", store_url, "--network", "resnet50", "--batch-size", "3264",
-            "--epochs", "1", "--device", "A100"]
+            "--epochs", "1", "--device", "A100", "--precision", "fp16", "--include-history"]
     result = CliRunner().invoke(app, [*args, "--json"])
     assert result.exit_code == 0, result.output
-    rows = {c["candidate"]: c for c in json.loads(result.stdout)["candidates"]}
-    a100 = rows["nvidia-a100-sxm4-40gb-x8"]  # its history: fp16 runs at batch 3264
-    assert a100["route"] == "end-to-end"
-    assert a100["precision"] == "fp16" and a100["variant"] == "precision=fp16"
-    assert a100["chosen"] and "precision=fp16" in a100["chosen"]
+    out = json.loads(result.stdout)
+    notes = {n["id"]: n["text"] for n in out["notes"]}
+    rows = {(c["candidate"], c["precision"]): c for c in out["candidates"]}
+    a100 = rows[("nvidia-a100-sxm4-40gb-x8", "fp16")]  # its history: fp16 runs at batch 3264
+    assert a100["source"] == "history" and a100["route"] == "end-to-end"
+    assert a100["answer_precision"] == "fp16" and a100["variant"] == "precision=fp16"
+    assert any("precision=fp16" in notes[i] for i in a100["notes"])
     for row in rows.values():
-        assert row["chosen"] and row["precision"], row
-    assert rows["A100 x1"]["precision"] == "fp32"  # the layerwise route prices --precision
-    assert rows["A100 x1"]["variant"] == "precision=fp32"
+        assert row["notes"] and row["precision"], row
+    assert rows[("1 × A100", "fp16")]["variant"] == "precision=fp16"  # layerwise prices it
     table = CliRunner().invoke(app, args)
     assert table.exit_code == 0, table.output
-    header = next(line for line in table.stdout.splitlines() if "candidate" in line)
-    assert "precision" in header and "chosen" in header
+    assert "precision fp16" in table.stdout and "notes:" in table.stdout
+
+
+FOUR = ["--device", "V100", "--device", "A100", "--device", "H100", "--device", "T4"]
+
+
+@pytest.fixture(scope="module")
+def four_gpus(store_url) -> dict:
+    """Issue 28's must-show: four GPUs x 1,2,4,8 and a GPU nobody knows, text and JSON."""
+    args = ["compare", "--store", store_url, "--network", "resnet50", "--batch-size", "256",
+            "--epochs", "40", *FOUR, "--device", "Banana", "--gpus", "1,2,4,8"]
+    return {"json": CliRunner().invoke(app, [*args, "--json"]),
+            "text": CliRunner().invoke(app, args)}
+
+
+def test_compare_ranks_exactly_what_was_asked(four_gpus):
+    result = four_gpus["json"]
+    assert result.exit_code == 1  # a row failed; the others are still there
+    out = json.loads(result.stdout)
+    rows = out["candidates"]
+    assert {(r["device"], r["gpus"]) for r in rows} == {
+        (d, n) for d in ("V100", "A100", "H100", "T4", "Banana") for n in (1, 2, 4, 8)}
+    assert len(rows) == 20 and {r["source"] for r in rows} == {"asked"}  # no store rows
+    assert out["precisions"] == ["fp32"] and {r["precision"] for r in rows} == {"fp32"}
+    failed = [r for r in rows if "error" in r]
+    assert out["failed"] == 4 and {r["device"] for r in failed} == {"Banana"}
+    ranked = [r for r in rows if "rank_time" in r]
+    assert ranked and [r["rank_time"] for r in ranked] == list(range(1, len(ranked) + 1))
+    for r in rows:  # a row answered from history of unstated precision is not ranked
+        if "error" not in r:
+            assert ("rank_time" in r) == (r["answer_precision"] == "fp32"), r
+    ids = [n["id"] for n in out["notes"]]
+    assert all(set(r["notes"]) <= set(ids) for r in rows if "error" not in r)
+
+
+def test_compare_text_prints_each_note_once_and_the_failures(four_gpus):
+    result = four_gpus["text"]
+    assert result.exit_code == 1
+    out = json.loads(four_gpus["json"].stdout)
+    lines = result.stdout.splitlines()
+    for n in out["notes"]:
+        assert lines.count(f"[{n['id']}] {n['text']}") == 1
+    for r in out["candidates"]:
+        if "error" in r:
+            assert f"{r['candidate']} (fp32): {r['error']}" in lines
+    assert "4 of 20 rows could not be forecast" in result.stderr
+    assert result.stdout.count("precision fp32 (as the framework runs it)") == 1  # one ranking
+    header = next(line for line in lines if "GPUs" in line)
+    assert "time (90 % interval)" in header and "fits (GiB)" in header and "notes" in header
+    for device in ("V100", "A100", "H100", "T4"):  # the GPU each name resolved to, once
+        assert sum(line.startswith("[") and f"] {device} resolved to " in line
+                   for line in lines) == 1
+
+
+def test_compare_history_only_when_asked(store_url, four_gpus):
+    plain = json.loads(four_gpus["json"].stdout)["candidates"]
+    args = ["compare", "--store", store_url, "--network", "resnet50", "--batch-size", "256",
+            "--epochs", "40", "--device", "T4", "--include-history", "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    history = [r for r in out["candidates"] if r["source"] == "history"]
+    assert history and not any(r["source"] == "history" for r in plain)
+    assert out["precisions"][0] == "fp32" and "unstated" in out["precisions"]
+    for r in history:  # history that states no precision is ranked on its own
+        assert r["precision"] in ("fp32", "unstated")
+        if r["precision"] == "unstated":
+            assert r["answer_precision"] == "unstated" and r["rank_time"] >= 1
+    assert any("not ranked" in n["text"] and "fp16" in n["text"] for n in out["notes"])
+
+
+def test_compare_refuses_an_unknown_precision(store_url):
+    result = CliRunner().invoke(app, ["compare", "--store", store_url, "--network", "resnet50",
+                                      "--batch-size", "64", "--epochs", "1", "--device", "T4",
+                                      "--precision", "fp8"])
+    assert result.exit_code == 2 and "unknown precision 'fp8'" in result.stderr

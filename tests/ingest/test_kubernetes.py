@@ -144,6 +144,7 @@ def test_limits_and_a_server_that_is_down(cluster, tmp_path):
     down = ingest(type("S", (), {"url": f"http://127.0.0.1:{free_port()}"})(),
                   f"sqlite:///{store}", now - 3600, now, "--retries", "0")
     assert down.exit_code == 2 and "connection refused" in down.output and not store.exists()
+    Store(f"sqlite:///{tmp_path / 'm.db'}")  # an empty store: check reads, never creates one
     missing = cli("check", "--k8s-job", "no-such-job", "--url", srv.url, "--store",
                   f"sqlite:///{tmp_path / 'm.db'}")
     assert missing.exit_code == 2 and "no-such-job" in missing.output

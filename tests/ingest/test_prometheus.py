@@ -316,6 +316,7 @@ def test_auth_and_tls_options(prometheus_bin, tmp_path):  # noqa: F811
     recorder, _ = record(events, scrape_times(events[0][0], events[-1][0] + 1, 0.1),
                          job_id="tls-job")
     backfill(prometheus_bin[1], recorder.openmetrics(), tmp_path / "data")
+    Store(f"sqlite:///{tmp_path / 't.db'}")  # an empty store: eta reads, never creates one
     with PromServer(prometheus_bin[0], tmp_path, web_config=str(web), scheme="https") as srv:
         def eta(*extra: str):
             return cli("eta", "--url", srv.url, "--job-id", "tls-job", "--retries", "0",

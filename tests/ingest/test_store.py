@@ -88,4 +88,5 @@ def test_store_url_precedence(monkeypatch):
     assert store_url("sqlite:///flag.db") == "sqlite:///flag.db"
     assert store_url(None) == "sqlite:///env.db"
     monkeypatch.delenv("JOBCAST_STORE")
-    assert store_url(None) == "sqlite:///jobcast.db"
+    monkeypatch.setenv("JOBCAST_HOME", "/srv/jobcast-data")  # the data directory's store
+    assert store_url(None) == "sqlite:////srv/jobcast-data/jobcast.db"

@@ -254,6 +254,9 @@ def test_cli_register_and_serve_refusals(registered, tmp_path):
 
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
     result = runner.invoke(app, ["register", "--store", empty, "--tracking-uri", uri])
+    assert result.exit_code == 2 and "no store at" in result.output  # never made empty
+    Store(empty)
+    result = runner.invoke(app, ["register", "--store", empty, "--tracking-uri", uri])
     assert result.exit_code == 2 and "run `jobcast fit` first" in result.output
 
     result = runner.invoke(app, ["serve", "--tracking-uri", uri, "--alias", "nope"])

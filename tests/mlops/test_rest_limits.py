@@ -38,10 +38,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def registered(tmp_path_factory):
-    """A store fitted on the MLPerf samples and registered (no calibration: fast)."""
-    folder = tmp_path_factory.mktemp("rest")
+def register_samples(folder: Path) -> dict:
+    """A store in ``folder`` fitted on the MLPerf samples and registered in an MLflow SQLite
+    database beside it (no calibration: fast): store, uri, registration."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
         for key in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_RUN_ID"):
@@ -52,6 +51,12 @@ def registered(tmp_path_factory):
         uri = f"sqlite:///{folder / 'mlflow.db'}"
         reg = register_forecaster(store, tracking_uri=uri, calibrate=False)
     return {"folder": folder, "store": store, "uri": uri, "registration": reg}
+
+
+@pytest.fixture(scope="module")
+def registered(tmp_path_factory):
+    """The MLPerf samples fitted and registered (:func:`register_samples`)."""
+    return register_samples(tmp_path_factory.mktemp("rest"))
 
 
 @pytest.fixture(scope="module")

@@ -59,11 +59,14 @@ def _stack_env(folder: Path) -> dict[str, str]:
     return out
 
 
-def _mlflow_runs_in_postgres(store_url: str) -> int:
-    """Rows of MLflow's ``runs`` table in the stack's ``mlflow`` database."""
+def _mlflow_runs_in_postgres(folder: Path, port: int) -> int:
+    """Rows of MLflow's ``runs`` table in the stack's ``mlflow`` database (the superuser's:
+    the store's roles may not connect to it)."""
     import sqlalchemy as sa
 
-    engine = sa.create_engine(store_url.rsplit("/", 1)[0] + "/mlflow")
+    from jobcast.cli.postgres import LocalPostgres
+
+    engine = sa.create_engine(LocalPostgres(folder, port).url("mlflow"))
     with engine.connect() as conn:
         count = conn.execute(sa.text("SELECT count(*) FROM runs")).scalar_one()
     engine.dispose()
@@ -108,7 +111,7 @@ def test_ingest_fit_register_serve_on_postgres_and_a_tracking_server():
                                     "--no-calibrate", "--json", env=env))
         assert registered["promoted"] and registered["version"] == "1"
         # the tracking server keeps its runs in PostgreSQL and its artifacts in D/artifacts
-        assert _mlflow_runs_in_postgres(store) >= 2
+        assert _mlflow_runs_in_postgres(folder, ports[0]) >= 2
         assert any(p.is_file() for p in (folder / "artifacts").rglob("*"))
 
         second = _pieces(_json(_jobcast("stack", "up", *stack, "--json", env=env)))

@@ -49,9 +49,9 @@ def test_tracking_uri_precedence(tmp_path, monkeypatch):
     assert resolve_tracking_uri(None, store_url) == "http://127.0.0.1:5999"
     assert resolve_tracking_uri("sqlite:///x.db", store_url) == "sqlite:///x.db"
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("JOBCAST_HOME", str(tmp_path / "home"))  # a server store: the data dir
     assert resolve_tracking_uri(None, "postgresql://u:p@db/jobs") == (
-        f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
+        f"sqlite:///{(tmp_path / 'home').resolve() / 'mlflow.db'}"
     )
 
 

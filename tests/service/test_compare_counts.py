@@ -17,10 +17,12 @@ def result() -> dict:
 
 
 def test_every_count_is_a_candidate_with_its_efficiency(result):
-    rows = {r["candidate"]: r for r in result["candidates"]}
-    assert set(rows) == {"V100 x1", "2x V100", "8x V100"}
-    assert rows["8x V100"]["gpus"] == 8
-    one, eight = rows["V100 x1"], rows["8x V100"]
+    rows = {r["gpus"]: r for r in result["candidates"]}
+    assert set(rows) == {1, 2, 8}
+    assert {r["device"] for r in rows.values()} == {"V100"}
+    assert {r["deployment"] for r in rows.values()} == {"nvidia-v100-x1", "nvidia-v100-x2",
+                                                        "nvidia-v100-x8"}
+    one, eight = rows[1], rows[8]
     assert eight["seconds"] < one["seconds"]  # 8 GPUs share the batch
     assert 0 < eight["scaling_efficiency"] < 1  # but not 8x faster: communication, sync
     assert eight["scaling_efficiency"] == pytest.approx(one["seconds"] / (8 * eight["seconds"]))

@@ -1,0 +1,212 @@
+"""Whole networks across GPUs: composition forms with catalog features (issue 23, item 1).
+
+Scores, leaving one GPU out and one network out, on the targets of
+``benchmarks/layerwise_networks_v3.py`` (Lambda tf_cnn_benchmarks; PyTorch
+``torchvision_bench`` and the H100 steps), priced by the shipped layer predictor (called, never
+changed):
+
+* the v3 forms and naive rules (``evaluate`` of the v3 benchmark: the shipped compositions'
+  forms are ``additive-floor`` for TensorFlow, ``overlap`` for PyTorch);
+* :class:`layerwise.corpora.composition_v4.FeatureComposition` forms: ``year-floor`` (launch
+  cost per kernel by the GPU's release year, floors subtracted, overlap p = 4) and
+  ``roofmix-year-floor`` (the same, GPU part blended with a roofline of fitted efficiencies).
+
+Nothing shipped is written. Run (about 3 minutes on the loaded 2-core machine)::
+
+    .venv/bin/python benchmarks/layerwise_networks_v4.py [--no-doc]
+
+Prints the tables and replaces the section ``SECTION`` of ``docs/layerwise-pytorch.md``
+(appended the first time; the rest of the document is kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from layerwise.corpora import composition_v4 as v4  # noqa: E402
+from layerwise.corpora.network_fit import decomposable, lambda_targets, network_sums  # noqa: E402
+from layerwise.corpora.tables import shared_data_dir  # noqa: E402
+from layerwise.corpora.torchvision_bench import pytorch_targets  # noqa: E402
+
+FORMS = {  # declared after seeing the experiment figures of the doc's section (see there)
+    "year-floor": {"overlap_p": 4.0, "subtract_floor": True, "year_kernel": True},
+    "roofmix-year-floor": {"overlap_p": 4.0, "subtract_floor": True, "year_kernel": True,
+                           "roofline_blend": True},
+    "roofmix-floor": {"overlap_p": 4.0, "subtract_floor": True, "year_kernel": False,
+                      "roofline_blend": True},
+}
+SHIPPED_RULE = {"Lambda (TensorFlow)": "composition: additive-floor",
+                "PyTorch": "composition: overlap"}
+DOC = ROOT / "docs" / "layerwise-pytorch.md"
+SECTION = "## 7. Composition with catalog features (2026-11-26, benchmark option, not shipped)"
+
+
+def _v3():
+    """The v3 benchmark module (its ``evaluate``, ``score`` and ``md``)."""
+    spec = importlib.util.spec_from_file_location(
+        "layerwise_networks_v3", ROOT / "benchmarks" / "layerwise_networks_v3.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def targets_sums(predictor, half_rule: bool) -> dict[str, pd.DataFrame]:
+    """Both suites' targets with layer sums and catalog features; with ``half_rule`` half
+    requests on GPUs without fast FP16 are priced as FP32
+    (:func:`~layerwise.corpora.composition_v4.half_as_fp32_where_slow`); ``precision`` stays
+    the request either way."""
+    shared = shared_data_dir()
+    lam = lambda_targets(shared / "lambda").assign(suite="lambda", framework="tensorflow",
+                                                   optimizer="momentum")
+    torch_targets, _ = decomposable(pytorch_targets(shared))
+    out = {}
+    for name, targets, fw in (("Lambda (TensorFlow)", lam, "tensorflow"),
+                              ("PyTorch", torch_targets, "pytorch")):
+        if half_rule:
+            targets = v4.half_as_fp32_where_slow(targets)
+        sums = v4.gpu_features(network_sums(targets, predictor, framework=fw))
+        if half_rule:
+            sums["precision"] = sums.pop("requested")
+        out[name] = sums
+    return out
+
+
+def breakdown(loo: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """rows, MAPE, median log bias (as %) and coverage per group of ``keys``."""
+    bias = np.log(loo["pred_ms"] / loo["step_ms"])
+    return (loo.assign(bias=bias).groupby(keys)
+            .agg(rows=("ape", "size"), mape=("ape", "mean"), bias=("bias", "median"),
+                 coverage=("covered", "mean"))
+            .assign(bias=lambda f: 100 * np.expm1(f["bias"])).rename(columns={"bias": "bias_%"})
+            .reset_index())
+
+
+def main() -> None:
+    from layerwise.shipped import default_predictor
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-doc", action="store_true", help="print only")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    warnings.simplefilter("ignore")
+    v3 = _v3()
+    predictor = default_predictor()
+    records, loos = [], {}
+    for half_rule in (False, True):
+        tag = " + half rule" if half_rule else ""
+        for name, frame in targets_sums(predictor, half_rule).items():
+            base, _ = v3.evaluate(frame, name)
+            keep = base["rule"].eq(SHIPPED_RULE[name]) | (
+                base["rule"].str.startswith("naive") & (not half_rule))
+            records.append(base[keep].assign(rule=base["rule"] + tag))
+            for by, split in (("chip", "one GPU out"), ("network", "one network out")):
+                for form, params in FORMS.items():
+                    loo = v4.leave_one_out(frame, by=by, form=params)
+                    loos[(name, form + tag, by)] = loo
+                    row = {"data": name, "split": split, "rule": f"v4: {form}{tag}",
+                           **v3.score(frame, loo["pred_ms"].to_numpy(),
+                                      loo["covered"].to_numpy())}
+                    records.append(pd.DataFrame([row]))
+                    print(pd.DataFrame([row]).round(3).to_string(), flush=True)
+    table = pd.concat(records, ignore_index=True).sort_values(["data", "split"], kind="stable")
+    table = table.loc[:, [c for c in ("data", "split", "rule", "rows", "mape", "fp32", "half",
+                                         "coverage", "cov_fp32", "cov_half")
+                             if c in table.columns]]
+    print(table.round(3).to_string(), flush=True)
+    per = {}
+    for name, form in (("PyTorch", "year-floor + half rule"),
+                       ("PyTorch", "roofmix-year-floor + half rule"),
+                       ("Lambda (TensorFlow)", "roofmix-year-floor + half rule")):
+        keys = ["chip", "suite", "precision"] if name == "PyTorch" else ["chip", "precision"]
+        per[(name, form)] = breakdown(loos[(name, form, "chip")], keys)
+        print(name, form, "\n", per[(name, form)].round(2).to_string(), flush=True)
+    worst = breakdown(loos[("PyTorch", "year-floor + half rule", "network")], ["network"]) \
+        .sort_values("mape", ascending=False).head(10)
+    per[("PyTorch", "year-floor + half rule, one network out: the ten worst")] = worst
+    seconds = time.perf_counter() - started
+    if not args.no_doc:
+        write_section(v3.md, table, per, seconds)
+        print(f"wrote {DOC} section in {seconds:.0f} s")
+
+
+def write_section(md, table: pd.DataFrame, per: dict, seconds: float) -> None:
+    """Replace (or append) :data:`SECTION` of the doc; everything else is kept."""
+    parts = [SECTION, "", "`.venv/bin/python benchmarks/layerwise_networks_v4.py`", "",
+             INTRO, md(table), ""]
+    for (name, form), frame in per.items():
+        what = "" if "worst" in form else "one GPU out, per GPU, suite and precision, "
+        parts += [f"{name}, {what}`{form}`:", "", md(frame), ""]
+    parts += [READING, f"\nRun time {seconds:.0f} s.\n"]
+    text = DOC.read_text() if DOC.is_file() else ""
+    head = text.split(SECTION)[0].rstrip("\n")
+    DOC.write_text(head + "\n\n" + "\n".join(parts))
+
+
+INTRO = """Same targets, layer sums and protocol as sections 1-2 (intervals from groups left out
+inside each fold's training part). `v3` rows are this run's figures of the shipped forms
+(they differ from section 1, written by an earlier predictor, by a few points); `v4` rows
+are `layerwise.corpora.composition_v4.FeatureComposition` forms: launch cost per
+kernel x exp(year x (GPU release year - 2019)) (`year`), the layers' per-call floors
+subtracted (`floor`), GPU part blended with a roofline of fitted per-class efficiencies
+(`roofmix`). All inputs come from the request and the GPU catalog.
+"""
+
+READING = """Reading (written after seeing the figures). Choices made after seeing a figure,
+so these splits are clean only for the fitted constants, not for the choice of form: the three
+v4 forms and the half rule were picked among about twenty variants tried on these same
+splits (experiment log below); the bound of `year` ([-1, 1]) and p = 4 were set before.
+
+- **Where the error was** (v3 shipped forms, this run): PyTorch one GPU out 31.2 % is mostly
+  the H100 left out (its 274 of 530 rows priced 20-60 % too slow: a composition fitted on
+  the 2017-2020 GPUs carries their hosts' launch cost, 65-95 us per priced kernel at batch 12,
+  where the H100 host in PyTorch 2.11 pays 41-60 us) and the Titan Xp's pure fp16 (priced
+  faster than fp32; measured 1.2x slower).
+- **Launch cost by GPU generation** (`year`): PyTorch one GPU out 31.2 -> 19.4 %, coverage
+  0.80 -> 0.85; one network out 21.4 -> 17.7 %. Inert for TensorFlow 1.15 (graph mode, not
+  launch-bound: the fitted launch term is ~0). It is a proxy: the RTX 2080 Ti and Titan RTX
+  are the same year, yet the 2080 Ti's host launches 25 % faster, and that 20 % bias stays.
+- **Half precision without fast FP16 priced as FP32** (catalog: no FP16 tensor cores and
+  native FP16 below FP32, i.e. Pascal GP10x): Titan Xp fp16-pure one GPU out 31 -> 17 %,
+  Lambda GTX 1080 Ti fp16 24 -> 11 %; it helps every form. It belongs in
+  `layerwise.as_run.resolve` (not this helper's file).
+- **Roofline blend** (`roofmix`): best for TensorFlow (Lambda 12.3 % one GPU out, 8.6 % one
+  network out with the half rule, coverage 0.84 / 0.92), worse for PyTorch one GPU out (22.2 %,
+  coverage 0.76: the H100's efficiency under its peaks is lower than the older GPUs', so a
+  fitted efficiency extrapolates too fast).
+- **Best per framework** (after seeing): PyTorch `year-floor + half rule` 18.6 % (cov 0.83)
+  one GPU out, 16.6 % (0.89) one network out; TensorFlow `roofmix-year-floor + half rule`
+  12.3 % (0.84), 8.6 % (0.92). `year-floor + half rule` alone also improves TensorFlow (15.0 /
+  16.4 % against 16.0 / 17.4 %). **The 10 % goal is met only for Lambda one network out.**
+  What is left: the H100's AMP steps (+20-30 % too slow when the H100 is left out; they are
+  the only AMP rows), the 2080 Ti host (+20 %), Quadro RTX 8000 fp16 under TensorFlow (-29 %),
+  one network out, googlenet, shufflenet_v2_x0_5, alexnet and vgg16 (28-46 %).
+- **Tried, did not help** (same splits, figures in the helper's report): an H2D copy term for
+  `torchvision_bench` (input bytes over PCIe; +-0.2 points); a separate memory-bound scale on
+  the layer sum (PyTorch -1.4 points, TensorFlow +1 point); a third precision class (TF32 vs
+  half) (mixed); overlap p = 2 or 8 instead of 4 (+-1 point); a per-layer roofline with wave
+  quantization on the SM count and fitted efficiencies per layer class x tensor/FP32, a
+  per-kernel GPU minimum and the year launch term, without the layer predictor (NeuSight-like,
+  network level): PyTorch 30.7 / 17.8 %, TensorFlow 15.9 / 23.9 % (worse one GPU out).
+  Small gain, not in the forms: AMP's weight casts (108 of 509 priced kernels for a ResNet-50
+  step) counted as free launches instead of full ones: PyTorch `year-floor + half rule`
+  18.6 -> 17.7 % one GPU out, 16.6 -> 16.0 % one network out.
+
+Not shipped: the launch-by-year term needs the GPU's release year in
+`layerwise.as_run.step_from_dict` and the forecast path, and the half rule belongs in
+`layerwise.as_run.resolve`; both are outside this helper's files. The shipped compositions
+and `layerwise/data/` are unchanged."""
+
+
+if __name__ == "__main__":
+    main()

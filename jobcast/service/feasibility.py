@@ -1,0 +1,80 @@
+"""Will the job fit? The memory verdict of a forecast request (per GPU, data parallel).
+
+Rules:
+
+* the GPU and the GPU count come from the request as the forecast routes read them: ``device``
+  (one GPU, any spelling the catalog resolves, ``"8x V100"`` too) or else ``deployment`` (a key
+  ``nvidia-a100-sxm4-40gb-x8`` or a free form), parsed by :meth:`fleet.deployment.Deployment.parse`;
+  ``gpus`` overrides the count. A family name (``"V100"``) stands for its first catalog row
+  (``Tesla V100 SXM2 16GB``), as everywhere in the service;
+* the per-GPU batch is ``ceil(global batch / GPUs)`` (at least 1), as the layerwise route
+  splits it;
+* the estimate is :func:`layerwise.memory.estimate_memory` on the shipped spec of the network
+  for the request's framework (precision, optimizer, image size as asked);
+* ``None`` where it cannot say: a network the zoo ships no spec of, an accelerator the GPU
+  catalog does not hold (TPUs, Gaudi, an unknown name: the forecast's own routes report those),
+  no device or deployment, no batch size. Bad values the request check would refuse
+  (precision, optimizer, framework) raise :class:`~layerwise.memory.MemoryEstimateError`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fleet.catalog import UnknownGpuError
+from fleet.deployment import Deployment
+from jobcast.service.request import JobRequest
+from layerwise.memory import MemoryEstimate, MemoryEstimateError, estimate_memory, network_layers
+
+
+def _gpu_and_count(device: str | None, deployment: str | None) -> tuple[str, int] | None:
+    """(catalog GPU name, GPU count) of a request's device or deployment, else None."""
+    text = device or deployment
+    if not text or not str(text).strip():
+        return None
+    try:
+        parsed = Deployment.parse(str(text))
+    except ValueError:
+        return None
+    spec = parsed.identity.spec
+    return (spec.name, parsed.count) if spec is not None else None
+
+
+def memory_verdict(network: str, device: str | None, *, batch_size: int | None,
+                   gpus: int | None = None, precision: object = "fp32",
+                   optimizer: str | None = "sgd", image_size: int | None = None,
+                   framework: str | None = "tensorflow",
+                   deployment: str | None = None) -> MemoryEstimate | None:
+    """The memory verdict of a job: ``device`` (or ``deployment``) as the user gives it, the
+    *global* ``batch_size`` split over ``gpus`` (module rules); None where it cannot say."""
+    if batch_size is None or not network:
+        return None
+    found = _gpu_and_count(device, deployment)
+    if found is None:
+        return None
+    gpu, count = found
+    count = int(gpus) if gpus else count
+    if count < 1:
+        raise MemoryEstimateError(f"GPU count must be >= 1, got {gpus}")
+    try:
+        network_layers(str(network), framework or "tensorflow")
+    except MemoryEstimateError:
+        return None
+    per_gpu = max(1, math.ceil(int(batch_size) / count))
+    try:
+        return estimate_memory(str(network), batch_size=per_gpu, precision=precision,
+                               optimizer=optimizer or "sgd", gpu=gpu,
+                               framework=framework or "tensorflow", image_size=image_size)
+    except UnknownGpuError:
+        return None
+
+
+def request_verdict(req: JobRequest) -> MemoryEstimate | None:
+    """:func:`memory_verdict` of a parsed request (its device, else its deployment)."""
+    return memory_verdict(req.network, req.device, batch_size=req.batch_size,
+                          precision=req.precision, optimizer=req.optimizer,
+                          image_size=req.image_size, framework=req.framework,
+                          deployment=req.deployment)
+
+
+__all__ = ["memory_verdict", "request_verdict"]
