@@ -26,14 +26,25 @@ what was assumed. Rules:
   (:func:`cast_kernels`).
 * ``fp16-pure``: the whole model in half precision (``model.half()``), no casts: used for
   benchmarks that ran so (``torchvision_bench``), not a training recipe.
+* **Half rule**: a half request (``fp16``, ``bf16``, ``fp16-pure``) on a GPU with no FP16
+  tensor cores whose native FP16 rate is below its FP32 rate in the catalog
+  (:func:`slow_fp16`: Pascal GP102/GP104/GP106/GP107, FP16 at 1/64) is priced as strict FP32,
+  without casts (cuDNN runs the half tensors with FP32 math; these GPUs have no TF32), and
+  the answer says so (measured: ``torchvision_bench`` Titan Xp pure-fp16 steps are 1.2x its
+  fp32 steps; Lambda's GTX 1080 Ti fp16 is slower than its fp32; issue 23,
+  ``docs/layerwise-pytorch.md`` section 7).
 
 :func:`step_from_dict` is the composition's step formula on its saved dict
 (:class:`layerwise.compose.Composition`): gpu = scale[class] x layer sum, cpu = kernel_ms x
 kernels; with ``overlap_p`` > 0 the two overlap, core = (gpu^p + cpu^p)^(1/p) (eager
 PyTorch launches kernels while the GPU runs earlier ones), else core = gpu + cpu; step =
 core + step_ms. With ``subtract_floor`` the layer sum loses the layers' per-call floors
-(each kind's smallest configuration, priced alike) before scaling. Imports only the catalog
-and the precision vocabulary (the fast path uses it).
+(each kind's smallest configuration, priced alike) before scaling. **Launch cost by GPU
+generation**: with ``year_coef`` in the dict (0 when absent) the cost per kernel is
+``kernel_ms x exp(year_coef x year)``, ``year`` = the GPU's release year in the catalog minus
+:data:`YEAR0` (:func:`year_offset`; 0 for a CPU): eager PyTorch is launch-bound at small
+batches and the host and framework that drive a GPU are about as new as the GPU. Imports
+only the catalog and the precision vocabulary (the fast path uses it).
 """
 
 from __future__ import annotations
@@ -56,6 +67,8 @@ PURE = "fp16-pure"
 _STRICT_SPELLINGS = {"fp32-strict", "strict-fp32", "fp32-no-tf32"}  # fleet.precision's too
 _PURE_SPELLINGS = {"fp16-pure", "pure-fp16", "half-pure"}
 REQUESTS = ("fp32", STRICT, "tf32", "fp16", "bf16", PURE)
+HALF_REQUESTS = ("fp16", "bf16", PURE)
+YEAR0 = 2019  # the launch term's reference year (year_offset = release year - YEAR0)
 GEMM_CONV = ("conv", "dwconv")
 FP32_UNDER_AUTOCAST = ("ln", "softmax")
 WEIGHT_KINDS = ("conv", "dwconv", "dense")
@@ -111,15 +124,37 @@ def _version(text: str | None) -> tuple[int, int] | None:
     return (int(parts[0]), int(parts[1]) if len(parts) > 1 else 0) if parts else None
 
 
-def _has_tf32(hw: Mapping) -> bool:
+def _spec(hw: Mapping) -> Any:
+    """The catalog entry of ``hw`` (``device_features``), None for a CPU or an unknown GPU."""
     if hw.get("hw_kind") == "cpu":
-        return False
+        return None
     try:
         from fleet.catalog import resolve_gpu
 
-        return resolve_gpu(str(hw.get("hw_model") or hw["gpu"])).has_tensor_cores(Precision.TF32)
+        return resolve_gpu(str(hw.get("hw_model") or hw["gpu"]))
     except (KeyError, ValueError):
-        return False
+        return None
+
+
+def _has_tf32(hw: Mapping) -> bool:
+    spec = _spec(hw)
+    return spec is not None and spec.has_tensor_cores(Precision.TF32)
+
+
+def slow_fp16(gpu: str | Mapping) -> bool:
+    """True when the catalog's GPU (a name or ``device_features``) has no FP16 tensor cores
+    and its native FP16 rate is below its FP32 rate (the half rule, module rules); False for
+    a CPU or an unknown name."""
+    spec = _spec({"gpu": gpu} if isinstance(gpu, str) else gpu)
+    return spec is not None and spec.tensor_fp16_tflops is None and \
+        (spec.fp16_tflops or 0.0) < spec.fp32_tflops
+
+
+def year_offset(hw: str | Mapping) -> float:
+    """The GPU's release year in the catalog minus :data:`YEAR0` (the launch term's feature,
+    module rules); 0.0 for a CPU or an unknown name."""
+    spec = _spec({"gpu": hw} if isinstance(hw, str) else hw)
+    return float(spec.release_year - YEAR0) if spec is not None else 0.0
 
 
 def default_tf32(framework: str, version: str | None = None) -> tuple[bool, bool]:
@@ -135,12 +170,18 @@ def default_tf32(framework: str, version: str | None = None) -> tuple[bool, bool
 
 
 def resolve(precision: object, framework: str, hw: Mapping,
-            version: str | None = None) -> RunPrecision:
+            version: str | None = None, half_rule: bool = True) -> RunPrecision:
     """The :class:`RunPrecision` of a request (module rules); ``version`` of the framework,
-    None = a current one."""
+    None = a current one; ``half_rule`` False prices half requests as half everywhere (the
+    rule before 2026-11-26, for benchmarks that compare)."""
     req = request_precision(precision)
     fw = "PyTorch" if str(framework).lower() == "pytorch" else "TensorFlow"
     tf32 = _has_tf32(hw)
+    if req in HALF_REQUESTS and half_rule and slow_fp16(hw):
+        return RunPrecision(req, "fp32", "fp32", "fp32", "fp32", False,
+                            f"{req} asked, but this GPU has no FP16 tensor cores and its native "
+                            "FP16 is slower than FP32: cuDNN runs the half tensors with FP32 "
+                            "math, priced as fp32 (no TF32 on this GPU), no casts")
     if req in ("fp16", "bf16"):
         how = "autocast + GradScaler" if fw == "PyTorch" else \
             "mixed_" + ("float16" if req == "fp16" else "bfloat16")
@@ -169,6 +210,15 @@ def resolve(precision: object, framework: str, hw: Mapping,
             (False, False): f"{fw} {version}: fp32 everywhere (no TF32 before that version)"}
     return RunPrecision(req, "tf32" if conv else "fp32", "tf32" if matmul else "fp32", memory,
                         memory, False, text[(conv, matmul)])
+
+
+def as_run_warning(run: RunPrecision) -> str | None:
+    """The warning of a forecast whose precision as run is not what the request says (fp32
+    priced as TF32, tf32 as fp32, a half request as fp32 by the half rule), else None."""
+    if (run.request, run.conv) in (("fp32", "tf32"), ("tf32", "fp32")) or \
+            (run.request in HALF_REQUESTS and run.conv == "fp32"):
+        return f"precision {run.request} priced as run: {run.assumed}"
+    return None
 
 
 def run_class(run: RunPrecision, hw: Mapping, rows: Iterable[Mapping]) -> str:
@@ -213,15 +263,23 @@ def _core(gpu: float, cpu: float, p: float) -> float:
     return m * ((gpu / m) ** p + (cpu / m) ** p) ** (1.0 / p)
 
 
+def kernel_cost(doc: Mapping, year: Any = 0.0) -> Any:
+    """ms per priced kernel of a composition dict at ``year`` (:func:`year_offset`; a float
+    or an array): ``kernel_ms x exp(year_coef x year)`` (module rules)."""
+    coef = float(doc.get("year_coef", 0.0) or 0.0)
+    return float(doc["kernel_ms"]) * np.exp(coef * np.asarray(year, float)) if coef else \
+        float(doc["kernel_ms"])
+
+
 def step_array(doc: Mapping, sums: np.ndarray, kernels: np.ndarray, pclass: np.ndarray,
-               floor: np.ndarray) -> np.ndarray:
+               floor: np.ndarray, year: Any = 0.0) -> np.ndarray:
     """:func:`step_from_dict`'s ms for arrays of steps (the composition fit's model)."""
     scales = doc["scale"]
     fp32 = float(scales.get("fp32", 1.0))
     scale = np.array([float(scales.get(c, fp32)) for c in pclass])
     cut = floor if doc.get("subtract_floor") else 0.0
     gpu = scale * np.maximum(sums - cut, 0.0)
-    cpu = float(doc["kernel_ms"]) * kernels
+    cpu = kernel_cost(doc, year) * kernels
     p = float(doc.get("overlap_p", 0.0) or 0.0)
     core = gpu + cpu
     if p > 0:
@@ -232,13 +290,15 @@ def step_array(doc: Mapping, sums: np.ndarray, kernels: np.ndarray, pclass: np.n
 
 
 def step_from_dict(doc: Mapping, sums: tuple[float, float, float], kernels: int,
-                   pclass: str, floor: float = 0.0) -> tuple[float, float, float, float]:
+                   pclass: str, floor: float = 0.0,
+                   year: float = 0.0) -> tuple[float, float, float, float]:
     """(ms, low, high, scale) of one step from the layer sums (module rules); with the
     composition's ``subtract_floor`` the layers' per-call floors (``floor``, their sum) leave
-    the sums first: inside a network a layer's launch is the kernels' cost."""
+    the sums first: inside a network a layer's launch is the kernels' cost; ``year``: the
+    GPU's :func:`year_offset` (the launch cost's generation term)."""
     scales = doc["scale"]
     scale = float(scales.get(pclass, scales.get("fp32", 1.0)))
-    cpu = float(doc["kernel_ms"]) * kernels
+    cpu = float(kernel_cost(doc, float(year))) * kernels
     p = float(doc.get("overlap_p", 0.0) or 0.0)
     base = float(doc["step_ms"])
     cut = float(floor) if doc.get("subtract_floor") else 0.0

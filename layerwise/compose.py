@@ -19,7 +19,10 @@ turns the sum into a step time. Rules:
 * **Composition** (:class:`Composition`, fitted on whole networks per framework): gpu =
   ``scale[class]`` x sum, cpu = ``kernel_ms`` x kernels, step = gpu + cpu + ``step_ms``, or
   with ``overlap_p`` > 0 (eager PyTorch launches kernels while the GPU works) step =
-  (gpu^p + cpu^p)^(1/p) + ``step_ms`` (:func:`layerwise.as_run.step_from_dict`). Class is
+  (gpu^p + cpu^p)^(1/p) + ``step_ms`` (:func:`layerwise.as_run.step_from_dict`); with
+  ``year_kernel`` the cost per kernel is ``kernel_ms x exp(year_coef x year)``, ``year`` the
+  GPU's release year minus 2019 from the catalog (:func:`layerwise.as_run.year_offset`),
+  ``year_coef`` fitted within [-1, 1]. Class is
   ``fp32`` or ``tensor`` (the layers holding most GEMM FLOPs on tensor cores); kernels counts
   the priced kernels (forward, weight and input gradient) plus mixed precision's weight casts.
   The interval comes from the log residuals of the fit on networks of GPUs left out, widened
@@ -76,9 +79,10 @@ def price_layers(rows: list[dict], predictor: Any, hw: dict, precision: str | Ru
 class Composition(BaseEstimator):
     """The step from the layer sums (see module rules), fitted on whole networks.
 
-    ``fit(X, y)``: X has ``sum_ms`` (all priced layers), ``kernels``, ``precision_class`` and
-    optionally ``extra_ms`` (known time outside the layers, e.g. a host-to-GPU copy, added
-    as is); y the measured step ms; the fit minimises squared log errors. ``overlap_p``: 0 =
+    ``fit(X, y)``: X has ``sum_ms`` (all priced layers), ``kernels``, ``precision_class``,
+    ``year`` when ``year_kernel`` (:func:`layerwise.as_run.year_offset`) and optionally
+    ``floor_ms`` and ``extra_ms`` (known time outside the layers, e.g. a host-to-GPU copy,
+    added as is); y the measured step ms; the fit minimises squared log errors. ``overlap_p``: 0 =
     the additive form, > 0 = GPU and launch time overlap with that exponent. One scale per
     class for all layers: a separate memory-bound scale was tried and fitted to zero
     (memory-bound layers free), which is not physical, so it was dropped. ``coverage``: the
@@ -87,16 +91,18 @@ class Composition(BaseEstimator):
     """
 
     def __init__(self, coverage: float = 0.9, overlap_p: float = 0.0,
-                 subtract_floor: bool = False):
+                 subtract_floor: bool = False, year_kernel: bool = False):
         self.coverage = coverage
         self.overlap_p = overlap_p
         self.subtract_floor = subtract_floor
+        self.year_kernel = year_kernel
 
     def _doc(self, theta: np.ndarray, classes: list[str]) -> dict[str, Any]:
         n = len(classes)
         return {"scale": {name: math.exp(theta[j]) for j, name in enumerate(classes)},
                 "kernel_ms": math.exp(theta[n]), "step_ms": math.exp(theta[n + 1]),
                 "overlap_p": float(self.overlap_p), "subtract_floor": bool(self.subtract_floor),
+                "year_coef": float(theta[n + 2]) if self.year_kernel else 0.0,
                 "log_low": 0.0, "log_high": 0.0}
 
     def fit(self, X: pd.DataFrame, y: Any, residuals: Any = None) -> Composition:
@@ -108,16 +114,22 @@ class Composition(BaseEstimator):
         c = X["precision_class"].to_numpy()
         extra = X["extra_ms"].to_numpy(float) if "extra_ms" in X.columns else np.zeros(len(y))
         floor = X["floor_ms"].to_numpy(float) if "floor_ms" in X.columns else np.zeros(len(y))
+        year = X["year"].to_numpy(float) if self.year_kernel else 0.0
 
         def model(theta: np.ndarray) -> np.ndarray:
-            return step_array(self._doc(theta, classes), s, k, c, floor) + extra
+            return step_array(self._doc(theta, classes), s, k, c, floor, year) + extra
 
-        theta0 = np.array([math.log(0.5)] * len(classes) + [math.log(0.005), math.log(1.0)])
-        fit = least_squares(lambda t: np.log(model(t)) - np.log(y), theta0,
-                            bounds=(np.full(len(theta0), -25.0), np.full(len(theta0), 8.0)))
+        theta0 = np.array([math.log(0.5)] * len(classes) + [math.log(0.005), math.log(1.0)]
+                          + ([0.0] if self.year_kernel else []))
+        low = np.full(len(theta0), -25.0)
+        high = np.full(len(theta0), 8.0)
+        if self.year_kernel:
+            low[-1], high[-1] = -1.0, 1.0
+        fit = least_squares(lambda t: np.log(model(t)) - np.log(y), theta0, bounds=(low, high))
         doc = self._doc(fit.x, classes)
         self.scale_ = {k_: float(v) for k_, v in doc["scale"].items()}
         self.kernel_ms_, self.step_ms_ = float(doc["kernel_ms"]), float(doc["step_ms"])
+        self.year_coef_ = float(doc["year_coef"])
         resid = (np.asarray(residuals, float) if residuals is not None
                  else np.log(y) - np.log(model(fit.x)))
         alpha = (1.0 - self.coverage) / 2.0
@@ -131,16 +143,19 @@ class Composition(BaseEstimator):
         return self.scale_.get(pclass, self.scale_.get("fp32", 1.0))
 
     def step(self, sum_ms: float, low_ms: float, high_ms: float, kernels: int,
-             pclass: str, floor_ms: float = 0.0) -> tuple[float, float, float]:
-        """(ms, low, high) of one step from the layer sums (and their floors' sum)."""
+             pclass: str, floor_ms: float = 0.0, year: float = 0.0) -> tuple[float, float, float]:
+        """(ms, low, high) of one step from the layer sums (and their floors' sum; ``year``:
+        the GPU's :func:`layerwise.as_run.year_offset`)."""
         return step_from_dict(self.to_dict(), (sum_ms, low_ms, high_ms), kernels, pclass,
-                              floor_ms)[:3]
+                              floor_ms, year)[:3]
 
     def to_dict(self) -> dict[str, Any]:
         return {"coverage": self.coverage, "scale": self.scale_, "kernel_ms": self.kernel_ms_,
                 "step_ms": self.step_ms_, "log_low": self.log_low_, "log_high": self.log_high_,
                 "n_fit": self.n_fit_, "overlap_p": float(self.overlap_p),
-                "subtract_floor": bool(self.subtract_floor)}
+                "subtract_floor": bool(self.subtract_floor),
+                "year_kernel": bool(self.year_kernel),
+                "year_coef": float(getattr(self, "year_coef_", 0.0))}
 
     def save(self, directory: str | Path) -> Path:
         path = Path(directory) / COMPOSITION_FILE
@@ -151,9 +166,11 @@ class Composition(BaseEstimator):
     def from_dict(cls, doc: dict[str, Any]) -> Composition:
         comp = cls(coverage=float(doc.get("coverage", 0.9)),
                    overlap_p=float(doc.get("overlap_p", 0.0) or 0.0),
-                   subtract_floor=bool(doc.get("subtract_floor", False)))
+                   subtract_floor=bool(doc.get("subtract_floor", False)),
+                   year_kernel=bool(doc.get("year_kernel", False)))
         comp.scale_ = {str(k): float(v) for k, v in doc["scale"].items()}
         comp.kernel_ms_, comp.step_ms_ = float(doc["kernel_ms"]), float(doc["step_ms"])
+        comp.year_coef_ = float(doc.get("year_coef", 0.0) or 0.0)
         comp.log_low_, comp.log_high_ = float(doc["log_low"]), float(doc["log_high"])
         comp.n_fit_ = int(doc.get("n_fit", 0))
         return comp

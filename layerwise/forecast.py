@@ -44,10 +44,12 @@ from typing import TYPE_CHECKING, Any
 from layerwise.as_run import (
     STRICT,
     as_run_dict,
+    as_run_warning,
     cast_kernels,
     request_precision,
     resolve,
     run_class,
+    year_offset,
 )
 from layerwise.kinds.mapping import plane_params
 from layerwise.layers import all_columns, get_layer
@@ -227,7 +229,7 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
     ms, low, high = comp.step(float(layers["ms"].sum()), float(layers["low_ms"].sum()),
                               float(layers["high_ms"].sum()),
                               int(layers["kernels"].sum()) + cast_kernels(run, net.rows, training),
-                              pclass, floor)
+                              pclass, floor, year_offset(hw))
     cut = layers["floor_ms"] if comp.subtract_floor else 0.0
     for col in ("ms", "low_ms", "high_ms"):
         layers[col] = (layers[col] - cut).clip(lower=0.0) * comp.scale_for(pclass)
@@ -245,8 +247,9 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
     unpriced = layers.loc[layers["method"].eq("unpriced"), "name"].tolist()
     if unpriced:
         warnings.append(f"{len(unpriced)} layer(s) not priced (no kind): {', '.join(unpriced[:3])}")
-    if (run.request, run.conv) in (("fp32", "tf32"), ("tf32", "fp32")):  # not what was said
-        warnings.append(f"precision {run.request} priced as run: {run.assumed}")
+    said = as_run_warning(run)  # priced otherwise than the request says
+    if said:
+        warnings.append(said)
     host = float(host_overhead_ms)
     return {
         "network": net.name, "gpu": hw["gpu"], "hw_kind": hw["hw_kind"],

@@ -41,11 +41,13 @@ from layerwise.as_run import (  # noqa: F401  (the pass constants: one definitio
     DEFAULT_BACKWARD_RATIO,
     RunPrecision,
     as_run_dict,
+    as_run_warning,
     cast_kernels,
     request_precision,
     resolve,
     run_class,
     step_from_dict,
+    year_offset,
 )
 from layerwise.efficiency_arrays import EfficiencyArrays, as_records
 from layerwise.pricing import ROUGH_INTERVAL, price_rows  # noqa: F401  (ROUGH_INTERVAL: re-exported)
@@ -108,12 +110,13 @@ def _hw(device: str) -> dict | None:
 
 
 def step_ms(comp: Mapping | None, sums: tuple[float, float, float], kernels: int,
-            pclass: str, floor: float = 0.0) -> tuple[float, float, float, float]:
+            pclass: str, floor: float = 0.0,
+            year: float = 0.0) -> tuple[float, float, float, float]:
     """(ms, low, high, scale) of one step: ``Composition.step``'s formula (shared)."""
     if comp is None:  # Composition.identity()
         comp = {"scale": {"fp32": 1.0, "tensor": 1.0}, "kernel_ms": 0.0, "step_ms": 0.0,
                 "log_low": 0.0, "log_high": 0.0}
-    return step_from_dict(comp, sums, kernels, pclass, floor)
+    return step_from_dict(comp, sums, kernels, pclass, floor, year)
 
 
 def price_entries(rows: list[dict], model: EfficiencyArrays, hw: Mapping,
@@ -252,7 +255,8 @@ def forecast_fast(network: Any, *, device: str, batch_size: int, optimizer: str 
     comp = model.composition(framework)
     floor = math.fsum(e["floor_ms"] for e in layers)
     ms, low, high, scale = step_ms(comp, sums, int(sum(e["kernels"] for e in layers))
-                                   + cast_kernels(run, net.rows, training), pclass, floor)
+                                   + cast_kernels(run, net.rows, training), pclass, floor,
+                                   year_offset(hw))
     cut = bool(comp and comp.get("subtract_floor"))
     for e in layers:
         f = e["floor_ms"] if cut else 0.0
@@ -260,8 +264,9 @@ def forecast_fast(network: Any, *, device: str, batch_size: int, optimizer: str 
                                               for c in ("ms", "low_ms", "high_ms"))
     overhead = ms - math.fsum(e["ms"] for e in layers)
     warnings = _warnings(net, layers)
-    if (run.request, run.conv) in (("fp32", "tf32"), ("tf32", "fp32")):
-        warnings.append(f"precision {run.request} priced as run: {run.assumed}")
+    said = as_run_warning(run)
+    if said:
+        warnings.append(said)
     host = float(host_overhead_ms)
     return {
         "network": net.name, "gpu": hw["gpu"], "hw_kind": hw["hw_kind"],

@@ -16,11 +16,13 @@ declared additions, both read from the GPU catalog (never from the run being for
   training), each efficiency fitted on whole networks (NeuSight's idea of a learned
   efficiency under the roofline, per layer class, at the network level).
 
-* **Half precision without fast FP16** (:func:`half_as_fp32_where_slow`, a pricing rule
-  applied to the targets): on a GPU with no FP16 tensor cores whose native FP16 rate is below
-  its FP32 rate in the catalog (Pascal GP102/GP104: 1/64), cuDNN runs FP16 tensors with FP32
-  math, so a half request is priced as FP32 (measured: ``torchvision_bench`` Titan Xp fp16-pure
-  steps are 1.2x its fp32 steps; Lambda's GTX 1080 Ti fp16 is slower than fp32 too).
+* **Half precision without fast FP16**: the half rule of :func:`layerwise.as_run.resolve`
+  (shipped; :func:`layerwise.as_run.slow_fp16`); a target column ``half_rule`` = False prices
+  such requests as half, for comparison (:func:`layerwise.corpora.network_fit.network_sums`).
+
+The year feature is :func:`layerwise.as_run.year_offset` (``network_sums`` adds it); the
+``year-floor`` form equals the shipped :class:`layerwise.compose.Composition` with
+``year_kernel`` (one definition of the step there: :func:`layerwise.as_run.step_from_dict`).
 
 Rules shared with :class:`~layerwise.compose.Composition`: classes ``fp32`` / ``tensor``
 (``precision_class``); ``subtract_floor`` removes the layers' per-call floors before
@@ -40,7 +42,13 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
-YEAR0 = 2019
+from layerwise.as_run import (  # noqa: F401  (slow_fp16, YEAR0: one definition, re-exported)
+    YEAR0,
+    resolve,
+    slow_fp16,
+    year_offset,
+)
+
 ROOF_COLUMNS = ("roof_gemm_c", "roof_gemm_b", "roof_mem")
 
 
@@ -71,34 +79,11 @@ def roofline_split(rows: list[dict], hw: Mapping, run: Any) -> dict[str, float]:
     return out
 
 
-HALF_REQUESTS = ("fp16", "bf16", "fp16-pure")
-
-
-def slow_fp16(gpu: str) -> bool:
-    """True when the catalog's GPU has no FP16 tensor cores and native FP16 below FP32."""
-    from fleet.catalog import resolve_gpu
-
-    spec = resolve_gpu(str(gpu))
-    return spec.tensor_fp16_tflops is None and (spec.fp16_tflops or 0.0) < spec.fp32_tflops
-
-
-def half_as_fp32_where_slow(targets: pd.DataFrame) -> pd.DataFrame:
-    """Targets with half requests on :func:`slow_fp16` GPUs re-requested as ``fp32-strict``
-    (FP32 math; these GPUs have no TF32 either); ``requested`` keeps the original precision
-    and ``precision`` is what gets priced. Scoring groups should use ``requested``."""
-    out = targets.copy()
-    out["requested"] = out["precision"]
-    slow = out["gpu"].map(slow_fp16) & out["precision"].isin(HALF_REQUESTS)
-    out.loc[slow, "precision"] = "fp32-strict"
-    return out
-
-
 def gpu_features(sums: pd.DataFrame) -> pd.DataFrame:
     """``sums`` (targets with ``gpu``, ``network``, ``batch_per_gpu``, ``precision``, optional
-    ``framework``, ``fw_version``, ``optimizer``) plus ``year`` (catalog release year - 2019)
-    and the :data:`ROOF_COLUMNS` (:func:`roofline_split`)."""
-    from fleet.catalog import resolve_gpu
-    from layerwise.as_run import resolve
+    ``framework``, ``fw_version``, ``optimizer``, ``half_rule``) plus ``year``
+    (:func:`layerwise.as_run.year_offset`, unless already there) and the
+    :data:`ROOF_COLUMNS` (:func:`roofline_split`)."""
     from layerwise.forecast import device_features
     from layerwise.network import decompose
 
@@ -114,11 +99,13 @@ def gpu_features(sums: pd.DataFrame) -> pd.DataFrame:
                                   framework=fw)
         hw = device_features(str(t.gpu))
         version = getattr(t, "fw_version", None)
-        run = resolve(str(t.precision), fw, hw, None if pd.isna(version) else str(version))
-        spec = resolve_gpu(str(hw.get("hw_model") or hw["gpu"]))
-        records.append({"year": float(spec.release_year - YEAR0),
-                        **roofline_split(nets[key].rows, hw, run)})
-    return pd.concat([sums.reset_index(drop=True), pd.DataFrame(records)], axis=1)
+        run = resolve(str(t.precision), fw, hw, None if pd.isna(version) else str(version),
+                      half_rule=bool(getattr(t, "half_rule", True)))
+        records.append({"year": year_offset(hw), **roofline_split(nets[key].rows, hw, run)})
+    extra = pd.DataFrame(records)
+    if "year" in sums.columns:
+        extra = extra.drop(columns="year")
+    return pd.concat([sums.reset_index(drop=True), extra], axis=1)
 
 
 class FeatureComposition(BaseEstimator):

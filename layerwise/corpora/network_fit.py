@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from layerwise.as_run import cast_kernels, resolve, run_class
+from layerwise.as_run import cast_kernels, resolve, run_class, year_offset
 from layerwise.compose import Composition, price_layers
 from layerwise.corpora.lambda_runs import read_lambda
 from layerwise.efficiency import chip_of
@@ -75,13 +75,16 @@ def lambda_targets(root: Path, gpu_count: int = 1) -> pd.DataFrame:
 
 def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
                  framework: str = "tensorflow") -> pd.DataFrame:
-    """Targets plus sum_ms, low_ms, high_ms, memory_ms, kernels, precision_class, roofline_ms
-    and assumed (the precision as run) per row.
+    """Targets plus sum_ms, low_ms, high_ms, floor_ms, memory_ms, kernels, precision_class,
+    roofline_ms, assumed (the precision as run) and year (the GPU's release year - 2019,
+    :func:`layerwise.as_run.year_offset`) per row.
 
     ``predictors``: one predictor, or a mapping chip -> predictor with a ``"*"`` default.
     Optional target columns: ``framework`` (else the argument), ``fw_version`` (what the
     framework makes of fp32, :func:`layerwise.as_run.resolve`), ``optimizer`` (else
-    momentum; ``none`` = forward and backward without an update, priced as ``sgd``).
+    momentum; ``none`` = forward and backward without an update, priced as ``sgd``),
+    ``half_rule`` (False: half requests priced as half on GPUs without fast FP16, the rule
+    before the half rule of :func:`layerwise.as_run.resolve`, for comparisons).
     """
     from layerwise.forecast import device_features
 
@@ -100,7 +103,8 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
                 else predictors)
         hw = device_features(str(t.gpu))
         version = getattr(t, "fw_version", None)
-        run = resolve(str(t.precision), fw, hw, None if pd.isna(version) else str(version))
+        run = resolve(str(t.precision), fw, hw, None if pd.isna(version) else str(version),
+                      half_rule=bool(getattr(t, "half_rule", True)))
         layers = price_layers(rows, pred, hw, run, True, opt, fw)
         memory = ~layers["layer"].map(family_of).eq("gemm")
         records.append({"sum_ms": layers["ms"].sum(), "low_ms": layers["low_ms"].sum(),
@@ -110,7 +114,7 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
                         "kernels": int(layers["kernels"].sum()) + cast_kernels(run, rows, True),
                         "precision_class": run_class(run, hw, rows),
                         "roofline_ms": roofline_ms(rows, hw, run), "assumed": run.assumed,
-                        "peak_tflops": peak_tflops(hw, run.conv)})
+                        "peak_tflops": peak_tflops(hw, run.conv), "year": year_offset(hw)})
     return pd.concat([targets.reset_index(drop=True), pd.DataFrame(records)], axis=1)
 
 
@@ -146,9 +150,10 @@ def _predict(comp: Composition, part: pd.DataFrame) -> np.ndarray:
         np.zeros(len(part))
     floor = part["floor_ms"].to_numpy(float) if "floor_ms" in part.columns else \
         np.zeros(len(part))
+    year = part["year"].to_numpy(float) if "year" in part.columns else np.zeros(len(part))
     return np.array([comp.step(r.sum_ms, r.low_ms, r.high_ms, int(r.kernels), r.precision_class,
-                               f) for r, f in zip(part.itertuples(), floor, strict=True)]) \
-        + extra[:, None]
+                               f, y) for r, f, y in zip(part.itertuples(), floor, year,
+                                                        strict=True)]) + extra[:, None]
 
 
 def inner_residuals(sums: pd.DataFrame, by: str, form: Mapping[str, Any] | None = None,
@@ -233,7 +238,7 @@ def naive_nearest_gpu(sums: pd.DataFrame, by: str = "chip") -> np.ndarray:
 # chosen by benchmarks/layerwise_networks_v3.py after seeing its figures
 # (docs/layerwise-pytorch.md)
 SHIPPED_FORMS = {"tensorflow": {"overlap_p": 0.0, "subtract_floor": True},
-                 "pytorch": {"overlap_p": 4.0, "subtract_floor": False}}
+                 "pytorch": {"overlap_p": 4.0, "subtract_floor": True, "year_kernel": True}}
 
 
 def fit_shipped_compositions(predictor: Any, shared: Path) -> dict[str, Composition]:

@@ -134,3 +134,29 @@ def test_the_measured_h100_steps_say_what_ran():
     first = first_session_targets()
     assert "fp32" not in set(first["precision"])  # that session ran fp32 with TF32 off
     assert len(measured_detection()) > 0
+
+
+def test_the_launch_cost_by_gpu_year_is_recovered_and_shared_by_both_formulas():
+    X = _frame()
+    X["year"] = np.array([-2.0, -1.0, 1.0, 3.0])[np.arange(len(X)) % 4]
+    truth = {"scale": {"fp32": 0.6, "tensor": 0.4}, "kernel_ms": 0.05, "step_ms": 1.0,
+             "overlap_p": 4.0, "subtract_floor": True, "year_coef": -0.15,
+             "log_low": -0.2, "log_high": 0.3}
+    y = step_array(truth, X["sum_ms"].to_numpy(), X["kernels"].to_numpy(float),
+                   X["precision_class"].to_numpy(), X["floor_ms"].to_numpy(),
+                   X["year"].to_numpy())
+    comp = Composition(overlap_p=4.0, subtract_floor=True, year_kernel=True).fit(X, y)
+    assert comp.year_coef_ == pytest.approx(-0.15, abs=0.02)
+    assert comp.kernel_ms_ == pytest.approx(0.05, rel=5e-2)
+    again = Composition.from_dict(comp.to_dict())
+    assert again.to_dict() == comp.to_dict() and again.year_kernel
+    for r, a in zip(X.head(8).itertuples(), y[:8], strict=True):
+        ms = step_from_dict(truth, (r.sum_ms,) * 3, r.kernels, r.precision_class, r.floor_ms,
+                            r.year)[0]
+        assert ms == pytest.approx(a)
+    # a newer GPU launches faster with a negative coefficient; year 0 is the plain kernel cost
+    new, old = (step_from_dict(truth, (1.0,) * 3, 1000, "fp32", 0.0, y_)[0] for y_ in (3, -2))
+    assert new < old
+    plain = {k: v for k, v in truth.items() if k != "year_coef"}
+    assert step_from_dict(truth, (5.0,) * 3, 100, "fp32", 0.0, 0.0) == \
+        step_from_dict(plain, (5.0,) * 3, 100, "fp32", 0.0, 5.0)

@@ -12,7 +12,6 @@ import pytest
 from layerwise.corpora.composition_v4 import (
     FeatureComposition,
     gpu_features,
-    half_as_fp32_where_slow,
     leave_one_out,
     roofline_split,
     slow_fp16,
@@ -76,14 +75,11 @@ def test_leave_one_out_predicts_every_row_with_an_interval():
         assert out["ape"].mean() < 25.0  # noise of 5 %: a loose sanity bound, not a target
 
 
-def test_half_requests_on_gpus_without_fast_fp16_are_priced_as_fp32():
-    assert slow_fp16("Titan Xp") and slow_fp16("GeForce GTX 1080 Ti")
-    assert not slow_fp16("Tesla V100 SXM3 32GB") and not slow_fp16("H100 SXM5")
-    targets = pd.DataFrame({"gpu": ["Titan Xp", "Titan Xp", "H100 SXM5"],
-                            "precision": ["fp16-pure", "fp32", "fp16"]})
-    out = half_as_fp32_where_slow(targets)
-    assert out["precision"].tolist() == ["fp32-strict", "fp32", "fp16"]
-    assert out["requested"].tolist() == ["fp16-pure", "fp32", "fp16"]
+def test_slow_fp16_is_the_product_definition():
+    import layerwise.as_run as as_run
+
+    assert slow_fp16 is as_run.slow_fp16
+    assert slow_fp16("Titan Xp") and not slow_fp16("H100 SXM5")
 
 
 def test_catalog_features_of_a_small_target():

@@ -105,3 +105,42 @@ def test_a_pytorch_fp32_forecast_on_an_a100_says_tf32_and_on_a_v100_does_not():
     assert v100["precision_as_run"]["convolutions"] == "fp32"
     assert not any("priced as run" in w for w in v100["warnings"])
     assert v100["batch_seconds"] == pytest.approx(v100_strict["batch_seconds"])
+
+
+@pytest.mark.parametrize("request_", ["fp16", "bf16", "amp", "fp16-pure"])
+def test_half_on_a_gpu_without_fast_fp16_is_priced_as_strict_fp32_and_said(request_):
+    from layerwise.as_run import as_run_warning, slow_fp16
+
+    pascal = device_features("GTX 1080 Ti")
+    assert slow_fp16(pascal) and slow_fp16("Titan Xp") and slow_fp16("Quadro P2000")
+    for fast in ("Tesla P100 PCIe 16GB", "V100", "T4", "H100", "cpu"):  # P100: FP16 at 2x FP32
+        assert not slow_fp16(device_features(fast))
+    run = resolve(request_, "pytorch", pascal)
+    assert run.uniform and run.conv == "fp32" and not run.casts
+    assert run.request == request_precision(request_)
+    assert "slower than FP32" in run.assumed and run.assumed in as_run_warning(run)
+    before = resolve(request_, "pytorch", pascal, half_rule=False)
+    assert before.conv in ("fp16", "bf16")
+    t4 = resolve(request_, "pytorch", device_features("T4"))
+    assert t4.conv == before.conv and as_run_warning(t4) is None
+
+
+def test_a_half_forecast_on_pascal_equals_fp32_and_says_why():
+    kw = dict(device="NVIDIA GeForce GTX 1080 Ti", batch_size=16, optimizer="momentum",
+              framework="pytorch")
+    half = forecast_network("resnet18", precision="fp16", **kw)
+    full = forecast_network("resnet18", precision="fp32", **kw)
+    assert half["batch_seconds"] == pytest.approx(full["batch_seconds"])
+    assert half["precision"] == "fp16" and half["precision_class"] == "fp32"
+    assert "priced as fp32" in half["precision_as_run"]["assumed"]
+    assert any("priced as fp32" in w for w in half["warnings"])
+
+
+def test_year_offset_is_the_catalog_release_year_less_2019():
+    from fleet.catalog import resolve_gpu
+    from layerwise.as_run import YEAR0, year_offset
+
+    for gpu in ("H100", "A100", "T4", "GTX 1080 Ti"):
+        hw = device_features(gpu)
+        assert year_offset(hw) == resolve_gpu(hw["hw_model"]).release_year - YEAR0
+    assert year_offset(device_features("cpu")) == 0.0 and year_offset("no such gpu") == 0.0
