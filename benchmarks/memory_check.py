@@ -61,15 +61,21 @@ class Bottleneck(nn.Module):
         return self.relu(self.body(x) + skip)
 
 
-def resnet50() -> nn.Module:
+def _resnet(blocks_per_stage: tuple[int, int, int, int]) -> nn.Module:
+    """A bottleneck ResNet in torchvision's layout with these blocks per stage."""
     layers: list[nn.Module] = [*_cbr(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1)]
     cin = 64
-    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+    for width, blocks, stride in zip((64, 128, 256, 512), blocks_per_stage, (1, 2, 2, 2),
+                                     strict=True):
         for i in range(blocks):
             layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
             cin = width * 4
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000)]
     return nn.Sequential(*layers)
+
+
+def resnet50() -> nn.Module:
+    return _resnet((3, 4, 6, 3))
 
 
 def vgg16() -> nn.Module:
@@ -119,14 +125,7 @@ def mobilenet_v2() -> nn.Module:
 
 def resnet101() -> nn.Module:
     """ResNet-101: resnet50's stages with 23 blocks in the third (held-out check)."""
-    layers: list[nn.Module] = [*_cbr(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1)]
-    cin = 64
-    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 23, 2), (512, 3, 2)):
-        for i in range(blocks):
-            layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
-            cin = width * 4
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000)]
-    return nn.Sequential(*layers)
+    return _resnet((3, 4, 23, 3))
 
 
 def vgg11() -> nn.Module:
