@@ -241,7 +241,7 @@ def _forecast(forecaster, obs: Observed, notes: list[str]) -> dict | None:
                          batch_size=obs.batch_size, iterations=int(obs.steps or 0),
                          phase="train",
                          stack=obs.framework)
-        result = forecaster.forecast(req)
+        result = forecaster.forecast(req, refuse_unfit=False)  # the job ran: it fits
     except Exception as exc:  # noqa: BLE001 - any route failure: fall back to the history
         notes.append(f"no forecast ({type(exc).__name__}: {exc}); compared with history")
         return None

@@ -94,9 +94,12 @@ class _PhaseModel:
         base = dict(network=self.network, deployment=self.deployment,
                     batch_size=self.batch_size, iterations=x, phase=self.phase,
                     optimizer="sgd" if self.phase == "train" else "none")
-        result = self.forecaster.forecast(JobRequest(**base, stack=self.stack))
+        # a running job fits, whatever the memory estimate says: never refused for it
+        result = self.forecaster.forecast(JobRequest(**base, stack=self.stack),
+                                          refuse_unfit=False)
         if self.stack and not _from_history(result):
-            other = self.forecaster.forecast(JobRequest(**base))  # the newest stack seen
+            other = self.forecaster.forecast(JobRequest(**base),  # the newest stack seen
+                                             refuse_unfit=False)
             if other.ok and (_from_history(other) or not result.ok):
                 result = other
         self._cache[x] = result.to_dict()

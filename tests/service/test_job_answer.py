@@ -172,3 +172,14 @@ def test_history_that_ran_the_batch_outranks_the_memory_estimate(tmp_path):
 def test_a_flag_the_route_cannot_use_is_said_not_dropped():
     out = Forecaster().forecast(JobRequest(**LAYERWISE, iterations=10, stack="MXNet 22.05"))
     assert out.ok and any("--stack 'MXNet 22.05'" in a for a in out.details["assumptions"])
+
+
+def test_a_job_known_to_run_is_answered_even_where_the_estimate_says_it_cannot_fit():
+    """ETA and check forecast jobs that ran (and compare ranks rows): refuse_unfit=False."""
+    fc = Forecaster()
+    req = JobRequest(**{**LAYERWISE, "batch_size": 4096}, iterations=10)
+    assert not fc.forecast(req).ok
+    out = fc.forecast(req, refuse_unfit=False)
+    assert out.ok and out.details["memory"]["fits"] is False
+    assert out.details["summary"]["fits"] is False
+    assert any("marked fits: false" in w for w in out.details["warnings"])
