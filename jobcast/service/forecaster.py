@@ -26,7 +26,9 @@ Rules (the CLI, the served model and the report decide the same way, here):
    (``jobcast.service.feasibility``) exceeds the GPU's memory is refused with the estimate,
    the GPU's memory and the largest batch that fits, unless the history behind the answer
    ran that batch size on that hardware (then the answer stands, with a warning: history
-   outranks the estimate). The estimate is in ``memory`` (``fits``) where one exists.
+   outranks the estimate). The estimate is in ``memory`` (``fits``) where one exists. Callers
+   that forecast jobs known to run (ETA, ``check``) or rank deployments (``compare``) ask
+   with ``refuse_unfit=False``: answered, marked ``fits: false``.
 
 Every request gets an :class:`Outcome`: a :class:`Forecast`, or a :class:`ForecastFailure`
 that says why no route could answer.
