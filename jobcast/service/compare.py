@@ -239,7 +239,8 @@ def _row(slot: Slot, req: JobRequest, outcome, by_id, prices: PriceTable, notes:
     basis = ("asked" if (slot.precision == UNSTATED) == (answer == UNSTATED)
              else f"history states {'none' if answer == UNSTATED else answer}")
     as_run = (details.get("precision_as_run") or {}).get("assumed")
-    warnings = [str(w) for w in details.get("warnings", []) or []]
+    warnings = [str(w) for w in details.get("warnings", []) or []
+                if not str(w).endswith("marked fits: false")]  # the row's memory note says it
     if as_run and not any(as_run in w for w in warnings):
         warnings.insert(0, f"precision as run: {as_run}")
     unranked = [] if basis == "asked" else [
