@@ -326,14 +326,7 @@ def predict(
         raise typer.Exit(1 if any("error" in r for r in results) else 0)
     if not network:
         fail("give --network (or --jobs FILE.csv)")
-    st = open_store(store, create=False)
-    if system and not (deployment or device):  # the system's history names its deployment
-        from jobcast.service.systems import SystemDeploymentError, system_deployment
-
-        try:
-            deployment = system_deployment(st, system, network)
-        except SystemDeploymentError as exc:
-            fail(str(exc))
+    st = open_store(store, create=False)  # a system's deployment: the forecaster's to find
     flags = dict(network=network, deployment=deployment, batch_size=batch_size,
                  iterations=iterations, phase=phase, epochs=epochs, dataset_size=dataset_size,
                  eval_every=eval_every, eval_size=eval_size, stack=stack, device=device,

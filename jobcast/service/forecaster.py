@@ -67,6 +67,7 @@ from jobcast.service.job_answer import (
 from jobcast.service.rates import RateRoute
 from jobcast.service.request import JobRequest, JobRequestError
 from jobcast.service.routes import CalibratedRoute, LayerwiseRoute, RouteMiss
+from jobcast.service.systems import history_deployment
 from jobcast.service.whole_job_route import WholeJobRoute
 from models.e2e import FittedModel, load_models
 from models.history import from_records, run_table
@@ -240,6 +241,11 @@ class Forecaster:
         (a table that ranks several deployments shows it rather than drop it; rule 6)."""
         try:
             req, assumed = req.with_defaults()
+            if req.system and not (req.deployment or req.device):
+                found_key, spelled = history_deployment(self.history, req.system, req.network)
+                req = replace(req, deployment=found_key, system=spelled)
+                assumed = [*assumed, f"deployment {found_key}: the one system {req.system!r}'s "
+                                     "history names"]
             req.validate()
             found = self._choose(req, now)
             found = replace(found, job=req)  # a route may answer a phase of it

@@ -183,3 +183,19 @@ def test_a_job_known_to_run_is_answered_even_where_the_estimate_says_it_cannot_f
     assert out.ok and out.details["memory"]["fits"] is False
     assert out.details["summary"]["fits"] is False
     assert any("marked fits: false" in w for w in out.details["warnings"])
+
+
+def test_a_system_named_without_a_deployment_takes_the_one_its_history_names(tmp_path):
+    """The forecaster (so the CLI, a jobs CSV and REST alike) fills the deployment."""
+    runs = [_run("v/s", 0.1, start=1.6e9 + i * DAY) for i in range(3)]
+    store = _store(tmp_path, runs)
+    fit_store_all(store, backtest=False)
+    fc = Forecaster(store)
+    out = fc.forecast(JobRequest(network="resnet50", system="V/S ", batch_size=256,
+                                 iterations=1000))
+    assert out.ok, out
+    assert out.job.deployment and out.details["candidate"] in ("own-rate", "own-model")
+    assert any("the one system" in a for a in out.details["assumptions"])
+    unknown = fc.forecast(JobRequest(network="resnet50", system="nowhere", batch_size=256,
+                                     iterations=1000))
+    assert not unknown.ok and "systems in the store: v/s" in unknown.error
