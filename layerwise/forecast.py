@@ -43,8 +43,6 @@ from typing import TYPE_CHECKING, Any
 
 from layerwise.as_run import (
     STRICT,
-    as_run_dict,
-    as_run_warning,
     cast_kernels,
     request_precision,
     resolve,
@@ -54,7 +52,7 @@ from layerwise.as_run import (
 from layerwise.kinds.mapping import plane_params
 from layerwise.layers import all_columns, get_layer
 from layerwise.network import Network, NetworkSpecError, decompose
-from layerwise.pricing import ROUGH_INTERVAL, rough_ms
+from layerwise.pricing import ROUGH_INTERVAL, rough_ms, step_result
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -234,38 +232,9 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
     for col in ("ms", "low_ms", "high_ms"):
         layers[col] = (layers[col] - cut).clip(lower=0.0) * comp.scale_for(pclass)
     overhead = ms - float(layers["ms"].sum())
-    warnings = list(net.warnings)
-    extrap = layers.loc[layers["extrapolated"], "name"].tolist()
-    if extrap:
-        warnings.append(f"{len(extrap)} layer(s) lie outside the measured shapes (e.g. "
-                        f"{extrap[0]}): efficiency held at the edge of the data, interval widened")
-    no_data = sorted(set(layers.loc[~layers["own_data"] & layers["method"].eq("predictor"),
-                                    "layer"]))
-    if no_data:
-        warnings.append(f"no timings of {', '.join(no_data)} layers in the training data: "
-                        "priced by the memory-bound family's trees, interval widened")
-    unpriced = layers.loc[layers["method"].eq("unpriced"), "name"].tolist()
-    if unpriced:
-        warnings.append(f"{len(unpriced)} layer(s) not priced (no kind): {', '.join(unpriced[:3])}")
-    said = as_run_warning(run)  # priced otherwise than the request says
-    if said:
-        warnings.append(said)
-    host = float(host_overhead_ms)
-    return {
-        "network": net.name, "gpu": hw["gpu"], "hw_kind": hw["hw_kind"],
-        "batch_size": int(net.batch_size), "optimizer": optimizer, "precision": run.request,
-        "framework": framework, "precision_class": pclass,
-        "precision_as_run": as_run_dict(run),
-        "input_shape": list(net.input_shape),
-        "batch_seconds": (ms + host) / 1000.0, "low": (low + host) / 1000.0,
-        "high": (high + host) / 1000.0, "unit": "s",
-        "step_overhead_ms": overhead, "host_overhead_ms": host,
-        "flops_per_batch": net.flops, "macs_per_batch": net.macs, "params": net.params,
-        "layers_count": int(len(layers)), "extrapolated": bool(extrap),
-        "unknown_layers": [r["name"] for r in net.rows if r["layer"] == "unknown"],
-        "warnings": warnings,
-        "layers": layers.to_dict("records"),
-    }
+    return step_result(net, hw, run, optimizer=optimizer, framework=framework, pclass=pclass,
+                       step=(ms, low, high), overhead=overhead,
+                       host_overhead_ms=host_overhead_ms, layers=layers.to_dict("records"))
 
 
 def _price_layers(net: Network, predictor: Any, known: set[str], hw: dict, training: bool,

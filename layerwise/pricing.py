@@ -11,6 +11,8 @@ backward ratios and the kernels are stated in :mod:`layerwise.compose`):
   configuration (its per-call floor, :func:`layerwise.as_run.floor_queries`).
 * **One prediction per distinct query**: repeated blocks ask the same rows many times; a
   query's identity is its keys and values (queries of one kind share their key order).
+* **One step's result** (:func:`step_result`): the dict both paths return, its warnings
+  (:func:`step_warnings`) from the priced entries as records.
 * Imports numpy, the layer kinds and the roofline's families only: no pandas on the fast path.
 """
 
@@ -26,6 +28,8 @@ from layerwise.as_run import (
     BACKWARD_RATIO,
     DEFAULT_BACKWARD_RATIO,
     RunPrecision,
+    as_run_dict,
+    as_run_warning,
     entry_floor,
     floor_queries,
 )
@@ -137,3 +141,48 @@ def price_rows(rows: list[dict], known: Any, predict: Predict, hw: Mapping,
                 rows[i], training, train is not None, optimizer, cols["predicted_ms"], floors))
         entries.append(entry)
     return entries
+
+
+def step_warnings(net: Any, layers: list[dict], run: RunPrecision) -> list[str]:
+    """The network's own warnings, then: layers outside the measured shapes, kinds without
+    timings of their own, layers no kind prices, and a precision priced otherwise than asked."""
+    warnings = list(net.warnings)
+    extrap = [e["name"] for e in layers if e["extrapolated"]]
+    if extrap:
+        warnings.append(f"{len(extrap)} layer(s) lie outside the measured shapes (e.g. "
+                        f"{extrap[0]}): efficiency held at the edge of the data, interval widened")
+    no_data = sorted({e["layer"] for e in layers
+                      if not e["own_data"] and e["method"] == "predictor"})
+    if no_data:
+        warnings.append(f"no timings of {', '.join(no_data)} layers in the training data: "
+                        "priced by the memory-bound family's trees, interval widened")
+    unpriced = [e["name"] for e in layers if e["method"] == "unpriced"]
+    if unpriced:
+        warnings.append(f"{len(unpriced)} layer(s) not priced (no kind): {', '.join(unpriced[:3])}")
+    said = as_run_warning(run)  # priced otherwise than the request says
+    if said:
+        warnings.append(said)
+    return warnings
+
+
+def step_result(net: Any, hw: Mapping, run: RunPrecision, *, optimizer: str, framework: str,
+                pclass: str, step: tuple[float, float, float], overhead: float,
+                host_overhead_ms: float, layers: list[dict]) -> dict:
+    """One priced step as both forecast paths return it: ``step`` is (ms, low, high) of the
+    composed step, ``layers`` the priced entries as records."""
+    ms, low, high = step
+    host = float(host_overhead_ms)
+    return {
+        "network": net.name, "gpu": hw["gpu"], "hw_kind": hw["hw_kind"],
+        "batch_size": int(net.batch_size), "optimizer": optimizer, "precision": run.request,
+        "framework": framework, "precision_class": pclass, "precision_as_run": as_run_dict(run),
+        "input_shape": list(net.input_shape),
+        "batch_seconds": (ms + host) / 1000.0, "low": (low + host) / 1000.0,
+        "high": (high + host) / 1000.0, "unit": "s",
+        "step_overhead_ms": overhead, "host_overhead_ms": host,
+        "flops_per_batch": net.flops, "macs_per_batch": net.macs, "params": net.params,
+        "layers_count": len(layers), "extrapolated": any(e["extrapolated"] for e in layers),
+        "unknown_layers": [r["name"] for r in net.rows if r["layer"] == "unknown"],
+        "warnings": step_warnings(net, layers, run), "layers": layers,
+    }
+

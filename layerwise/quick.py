@@ -40,8 +40,6 @@ from layerwise.as_run import (  # noqa: F401  (the pass constants: one definitio
     BACKWARD_RATIO,
     DEFAULT_BACKWARD_RATIO,
     RunPrecision,
-    as_run_dict,
-    as_run_warning,
     cast_kernels,
     request_precision,
     resolve,
@@ -50,7 +48,11 @@ from layerwise.as_run import (  # noqa: F401  (the pass constants: one definitio
     year_offset,
 )
 from layerwise.efficiency_arrays import EfficiencyArrays, as_records
-from layerwise.pricing import ROUGH_INTERVAL, price_rows  # noqa: F401  (ROUGH_INTERVAL: re-exported)
+from layerwise.pricing import (  # noqa: F401  (ROUGH_INTERVAL: re-exported)
+    ROUGH_INTERVAL,
+    price_rows,
+    step_result,
+)
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "data" / "default_predictor"
 NETWORK_CACHE = 64  # (network, optimizer, framework) decompositions kept per process
@@ -130,24 +132,6 @@ def price_entries(rows: list[dict], model: EfficiencyArrays, hw: Mapping,
 
     return price_rows(rows, model.known_layers, predict, hw, precision, training, optimizer,
                       framework)
-
-
-def _warnings(net: Any, layers: list[dict]) -> list[str]:
-    """Mirror of the warnings of :func:`layerwise.forecast.compose_step`."""
-    warnings = list(net.warnings)
-    extrap = [e["name"] for e in layers if e["extrapolated"]]
-    if extrap:
-        warnings.append(f"{len(extrap)} layer(s) lie outside the measured shapes (e.g. "
-                        f"{extrap[0]}): efficiency held at the edge of the data, interval widened")
-    no_data = sorted({e["layer"] for e in layers
-                      if not e["own_data"] and e["method"] == "predictor"})
-    if no_data:
-        warnings.append(f"no timings of {', '.join(no_data)} layers in the training data: "
-                        "priced by the memory-bound family's trees, interval widened")
-    unpriced = [e["name"] for e in layers if e["method"] == "unpriced"]
-    if unpriced:
-        warnings.append(f"{len(unpriced)} layer(s) not priced (no kind): {', '.join(unpriced[:3])}")
-    return warnings
 
 
 class BatchScaled:
@@ -263,21 +247,7 @@ def forecast_fast(network: Any, *, device: str, batch_size: int, optimizer: str 
         e["ms"], e["low_ms"], e["high_ms"] = (max(e[c] - f, 0.0) * scale
                                               for c in ("ms", "low_ms", "high_ms"))
     overhead = ms - math.fsum(e["ms"] for e in layers)
-    warnings = _warnings(net, layers)
-    said = as_run_warning(run)
-    if said:
-        warnings.append(said)
-    host = float(host_overhead_ms)
-    return {
-        "network": net.name, "gpu": hw["gpu"], "hw_kind": hw["hw_kind"],
-        "batch_size": int(net.batch_size), "optimizer": optimizer, "precision": run.request,
-        "framework": framework, "precision_class": pclass, "precision_as_run": as_run_dict(run),
-        "input_shape": list(net.input_shape),
-        "batch_seconds": (ms + host) / 1000.0, "low": (low + host) / 1000.0,
-        "high": (high + host) / 1000.0, "unit": "s",
-        "step_overhead_ms": overhead, "host_overhead_ms": host,
-        "flops_per_batch": net.flops, "macs_per_batch": net.macs, "params": net.params,
-        "layers_count": len(layers), "extrapolated": any(e["extrapolated"] for e in layers),
-        "unknown_layers": [r["name"] for r in net.rows if r["layer"] == "unknown"],
-        "warnings": warnings, "layers": layers, "device": str(device),
-    }
+    return {**step_result(net, hw, run, optimizer=optimizer, framework=framework,
+                          pclass=pclass, step=(ms, low, high), overhead=overhead,
+                          host_overhead_ms=host_overhead_ms, layers=layers),
+            "device": str(device)}
