@@ -84,11 +84,17 @@ class JobPlan:
         return _steps("train", self.epochs * math.ceil(self.dataset_size / self.batch_size),
                       "--epochs, --dataset-size and --batch-size")
 
+    def eval_passes(self) -> int:
+        """Evaluation passes: one every ``eval_every`` epochs (0 without evaluations)."""
+        if not self.eval_every or not self.epochs:
+            return 0
+        return math.floor(min(self.epochs / self.eval_every + 1e-9, 2.0 * MAX_JOB_ITERATIONS))
+
     def test_iterations(self) -> int:
         if not self.eval_every or not self.epochs:
             return 0
         if not self.eval_size:
             raise ValueError("evaluations need --eval-size (samples per evaluation pass)")
-        passes = math.floor(min(self.epochs / self.eval_every + 1e-9, 2.0 * MAX_JOB_ITERATIONS))
+        passes = self.eval_passes()
         per_pass = math.ceil(self.eval_size / (self.eval_batch_size or self.batch_size))
         return _steps("test", float(passes) * per_pass, "--eval-every and --eval-size")

@@ -54,7 +54,9 @@ FALLBACK_ERROR: dict[str, float] = {
     "pooled-model": 0.05,
     "hybrid": 0.12, "scaled-count": 0.15, "layerwise-calibrated": 0.2, "layerwise": 0.3}
 OFF_BATCH_ERROR = 0.25
-HISTORY_KINDS = ("own-rate", "own-model", "fleet-rate", "pooled-model")
+# Kinds answered by this job's own runs (whole-job: batch always ``same``, so its fallback
+# rank is unchanged by being here).
+HISTORY_KINDS = ("own-rate", "own-model", "whole-job", "fleet-rate", "pooled-model")
 
 
 ONE_RUN_RATE_PENALTY = 0.02  # a rate read off a single run ranks below a model shrunk by evidence

@@ -294,7 +294,7 @@ class Forecaster:
         others = [{"kind": c.kind, "model": c.forecast.model, "seconds": c.forecast.seconds,
                    "expected_error_percent": jj.expected_percent(), "reason": c.reason,
                    "relation": c.relation.as_dict()} for c, jj in judged]
-        details = {**f.details, "chosen": chosen, "candidate": cand.kind,
+        details = {**f.details, "chosen": chosen, "why": cand.reason, "candidate": cand.kind,
                    "backtest": {"expected_error_percent": j.expected_percent(),
                                 "forecasts": j.n, "cell": j.cell},
                    "relation": cand.relation.as_dict(), "candidates": others}

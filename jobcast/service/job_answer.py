@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleet.deployment import Deployment
-from jobcast.service.candidates import job_plan, phase_steps
+from jobcast.service.candidates import HISTORY_KINDS, job_plan, phase_steps
 from jobcast.service.forecast import Forecast, ForecastFailure
 from jobcast.service.request import JobRequest
 from models.variant import variant_dict
@@ -77,7 +77,7 @@ def _train_steps(req: JobRequest) -> int | None:
 
 
 def _evaluation_text(req: JobRequest) -> str:
-    passes = math.floor(float(req.epochs) / float(req.eval_every) + 1e-9)
+    passes = job_plan(req).eval_passes()
     return f"{passes} pass{'es' * (passes != 1)} of {int(req.eval_size):,} samples"
 
 
@@ -183,12 +183,6 @@ def _resolved(f: Forecast) -> dict[str, Any]:
     return out
 
 
-def _why(f: Forecast) -> str:
-    """The chosen candidate's reason, to its first clause."""
-    chosen = str(f.details.get("chosen", ""))
-    return chosen.split("; backtest")[0]
-
-
 def unused_flags(f: Forecast) -> list[str]:
     """What the request asked that the answering route cannot use, said as an assumption
     (never silently ignored): a stack or variant tags on a layerwise answer, an image size
@@ -220,9 +214,6 @@ def as_trained(req: JobRequest, f: Forecast) -> JobRequest:
     return replace(req, precision=precision) if precision else req
 
 
-HISTORY_KINDS = ("own-rate", "own-model", "fleet-rate", "pooled-model", "whole-job")
-
-
 def ran_this_batch(f: Forecast) -> bool:
     """Whether the history behind an answer ran the asked batch size on the asked hardware
     (a history candidate with batch relation ``same`` and an exact GPU match)."""
@@ -247,7 +238,7 @@ def summary(f: Forecast, memory: Any = None) -> dict[str, Any]:
         "steps": steps, "phase": req.phase, **_resolved(f),
         "route": str(f.route), "candidate": f.details.get("candidate"),
         "expected_error_percent": backtest.get("expected_error_percent"),
-        "why": _why(f),
+        "why": f.details.get("why", ""),
         "fits": None if memory is None else bool(memory.fits),
         "memory": None if memory is None else memory.summary(),
     }
