@@ -180,25 +180,20 @@ def resolved_gpu(by_id: Mapping[str, FittedModel], outcome: Forecast) -> str:
     return spec.name if spec is not None else model.deployment
 
 
-def memory_fit(req: JobRequest) -> tuple[dict, str] | None:
-    """The row's memory verdict (:mod:`jobcast.service.feasibility`: per GPU, the global batch
-    split over the GPUs) as ``{"fits", "per_gpu_batch", "total_gib", "gpu_memory_gib",
-    "max_batch_per_gpu"}`` with its one-line summary; None where it cannot say (a network
-    without a shipped spec, an accelerator the catalog does not hold)."""
-    from jobcast.service.feasibility import request_verdict
-    from layerwise.memory import MemoryEstimateError
-
-    try:
-        verdict = request_verdict(req)
-    except MemoryEstimateError:
-        return None
-    if verdict is None or verdict.fits is None:
+def memory_fit(outcome: Forecast) -> tuple[dict, str] | None:
+    """The row's memory verdict, as the forecaster found it (rule 6 of
+    :mod:`jobcast.service.forecaster`: per GPU, the global batch split over the GPUs, at the
+    precision the answer trains at) as ``{"fits", "per_gpu_batch", "total_gib",
+    "gpu_memory_gib", "max_batch_per_gpu"}`` with its one-line summary; None where it cannot
+    say (a network without a shipped spec, an accelerator the catalog does not hold)."""
+    found = outcome.details.get("memory")
+    if not found or found.get("fits") is None:
         return None
     gib = 2.0 ** 30
-    return ({"fits": verdict.fits, "per_gpu_batch": verdict.batch_size,
-             "total_gib": round(verdict.total_bytes / gib, 2),
-             "gpu_memory_gib": round(verdict.gpu_memory_bytes / gib, 2),
-             "max_batch_per_gpu": verdict.max_batch}, verdict.summary())
+    return ({"fits": found["fits"], "per_gpu_batch": found["batch_size"],
+             "total_gib": round(found["total_bytes"] / gib, 2),
+             "gpu_memory_gib": round(found["gpu_memory_bytes"] / gib, 2),
+             "max_batch_per_gpu": found["max_batch"]}, outcome.details["summary"]["memory"])
 
 
 class Notes:
@@ -219,7 +214,7 @@ class Notes:
         return [{"id": i, "text": t} for t, i in self.ids.items()]
 
 
-def _row(slot: Slot, req: JobRequest, outcome, by_id, prices: PriceTable, notes: Notes
+def _row(slot: Slot, outcome, by_id, prices: PriceTable, notes: Notes
          ) -> dict:
     """One JSON row: the slot, then the answer with its cost, memory verdict and notes, or
     ``error``."""
@@ -246,7 +241,7 @@ def _row(slot: Slot, req: JobRequest, outcome, by_id, prices: PriceTable, notes:
     unranked = [] if basis == "asked" else [
         UNSTATED_NOTE if answer == UNSTATED else
         f"not ranked: the store's history answered at {answer}, not at an unstated precision"]
-    memory = memory_fit(req)
+    memory = memory_fit(outcome)
     if memory is not None and not memory[0]["fits"]:
         warnings.append(f"memory: {memory[1]}")
     extrapolated = ["extrapolated: outside the batch sizes or steps its model was fitted on"
@@ -330,7 +325,7 @@ def compare(
         req = slot.request({**common, **(layerwise if slot.source == "asked" else {})})
         outcome = (ForecastFailure(req, slot.error) if slot.error
                    else forecaster.forecast(req, refuse_unfit=False))
-        rows.append(_row(slot, req, outcome, by_id, prices, notes))
+        rows.append(_row(slot, outcome, by_id, prices, notes))
     notes.add(not_ranked)
     groups = [*precisions, *([UNSTATED] if any(s.precision == UNSTATED for s in slots) else [])]
     ranked = _rank(rows, groups)
