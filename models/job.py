@@ -46,6 +46,14 @@ def _steps(name: str, value: float, check: str) -> int:
     return int(math.ceil(value))
 
 
+def no_steps_message(phase: str) -> str:
+    """Why a job has no step count for ``phase``: the one wording, for every route."""
+    if phase == "test":
+        return ("a test-phase forecast needs --iterations (evaluation steps), or --epochs "
+                "with --dataset-size, --eval-every and --eval-size")
+    return "give --iterations, or --epochs with --dataset-size"
+
+
 @dataclass(frozen=True)
 class JobPlan:
     """What a job will do. Give ``iterations`` or ``epochs`` with ``dataset_size``."""
@@ -80,7 +88,7 @@ class JobPlan:
         if self.iterations is not None:
             return int(self.iterations)
         if self.epochs is None or self.dataset_size is None:
-            raise ValueError("give --iterations, or --epochs with --dataset-size")
+            raise ValueError(no_steps_message("train"))
         return _steps("train", self.epochs * math.ceil(self.dataset_size / self.batch_size),
                       "--epochs, --dataset-size and --batch-size")
 

@@ -7,9 +7,11 @@ it); tests that need it skip when it is absent (the ``shared_data`` fixture in c
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -41,6 +43,21 @@ def assert_sane(outcome, sample) -> None:
     if outcome.kind == "rejected":
         assert outcome.detail.startswith(str(sample.path)), outcome.detail
         assert len(outcome.detail) > len(str(sample.path)) + 2  # a reason follows
+
+
+def numbered_lines(data: bytes) -> list[int]:
+    """Indexes of the lines of a fuzz sample that hold a number (where the values live)."""
+    return [i for i, line in enumerate(data.split(b"\n")) if re.search(rb"\d", line)]
+
+
+def stores_per_format(folder: Path, formats: list[str]) -> Iterator[dict]:
+    """One real, file-backed SQLite store per log format under ``folder`` (as users have
+    them), disposed of when the generator closes: the body of the fuzz modules' fixture."""
+    from ingest.store import Store
+    made = {fmt: Store(f"sqlite:///{folder / (fmt + '.db')}") for fmt in formats}
+    yield made
+    for store in made.values():
+        store.engine.dispose()
 
 
 def code_at(commit: str, folder: Path, packages: tuple[str, ...] = ("fleet", "ingest")) -> Path:

@@ -35,6 +35,7 @@ from jobcast.service.candidates import Ask, Candidate, own_scale, phase_steps, t
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest
 from layerwise.forecast import forecast_network
+from models.job import no_steps_message
 from models.relation import Relation, runs_bucket
 
 LAYERWISE_MODEL = "layerwise/default"
@@ -74,14 +75,6 @@ def _phase_req(ask: Ask) -> JobRequest:
     return replace(ask.req, phase=ask.phase)
 
 
-def _no_steps(req: JobRequest) -> str:
-    """Why a request has no step count for its phase."""
-    if req.phase == "test":
-        return ("a test-phase forecast needs --iterations (evaluation steps), or --epochs "
-                "with --dataset-size, --eval-every and --eval-size")
-    return "give --iterations, or --epochs with --dataset-size"
-
-
 def device_for(req: JobRequest) -> tuple[str, int]:
     """The GPU to predict and how many share the batch (data parallel), from the request."""
     if req.device:
@@ -119,7 +112,7 @@ class LayerwiseRoute:
             raise RouteMiss(f"{why}; and no layerwise forecast: {exc}") from None
         steps = phase_steps(req)
         if steps is None:
-            raise RouteMiss(_no_steps(req))
+            raise RouteMiss(no_steps_message(req.phase))
         per_device_batch = max(1, math.ceil(req.batch_size / count))
         training = req.phase != "test" and req.optimizer not in (None, "", "none")
         args = (req.network, gpu.name, per_device_batch, req.optimizer if training else None,

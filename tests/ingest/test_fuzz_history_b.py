@@ -13,12 +13,12 @@ seeded run: benchmarks/fuzz_history_b.py (docs/history-sources.md).
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import assert_sane, load_benchmark
+from paths import assert_sane, load_benchmark, numbered_lines, stores_per_format
 
 from ingest.store import Store
 
@@ -27,8 +27,7 @@ FUZZ = HISTORY.FUZZ
 SAMPLES = HISTORY.SAMPLES
 FORMATS = list(SAMPLES)
 ORIGINALS = {s: s.path.read_bytes() for samples in SAMPLES.values() for s in samples}
-NUMBERED = {s: [i for i, ln in enumerate(d.split(b"\n")) if re.search(rb"\d", ln)]
-            for s, d in ORIGINALS.items()}
+NUMBERED = {s: numbered_lines(d) for s, d in ORIGINALS.items()}
 
 FUZZ_SETTINGS = settings(
     derandomize=True, database=None, deadline=None, max_examples=20,
@@ -44,12 +43,8 @@ HOSTILE = st.one_of(
 
 
 @pytest.fixture(scope="module")
-def stores(tmp_path_factory) -> dict[str, Store]:
-    folder = tmp_path_factory.mktemp("fuzz_history")
-    made = {fmt: Store(f"sqlite:///{folder / (fmt + '.db')}") for fmt in FORMATS}
-    yield made
-    for store in made.values():
-        store.engine.dispose()
+def stores(tmp_path_factory) -> Iterator[dict[str, Store]]:
+    yield from stores_per_format(tmp_path_factory.mktemp("fuzz_history"), FORMATS)
 
 
 def test_the_unmutated_samples_are_stored(stores):

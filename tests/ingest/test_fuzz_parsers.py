@@ -16,13 +16,13 @@ the random choices of the mutations, and, in the targeted tests, the hostile val
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import assert_sane, load_benchmark
+from paths import assert_sane, load_benchmark, numbered_lines, stores_per_format
 
 from ingest.store import Store
 
@@ -51,13 +51,8 @@ HOSTILE = st.one_of(
 
 
 @pytest.fixture(scope="module")
-def stores(tmp_path_factory) -> dict[str, Store]:
-    """One real SQLite store per format (file-backed, as users have it)."""
-    folder = tmp_path_factory.mktemp("fuzz")
-    made = {fmt: Store(f"sqlite:///{folder / (fmt + '.db')}") for fmt in FORMATS}
-    yield made
-    for store in made.values():
-        store.engine.dispose()
+def stores(tmp_path_factory) -> Iterator[dict[str, Store]]:
+    yield from stores_per_format(tmp_path_factory.mktemp("fuzz"), FORMATS)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -71,12 +66,7 @@ def test_mutated_logs_are_stored_sanely_or_rejected(fmt, data, stores):
     assert_sane(outcome, sample)
 
 
-def _numbered_lines(data: bytes) -> list[int]:
-    """Indexes of the lines that hold a number (where the values live)."""
-    return [i for i, line in enumerate(data.split(b"\n")) if re.search(rb"\d", line)]
-
-
-NUMBERED = {s: _numbered_lines(data) for s, data in ORIGINALS.items()}
+NUMBERED = {s: numbered_lines(data) for s, data in ORIGINALS.items()}
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
