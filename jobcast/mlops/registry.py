@@ -179,12 +179,11 @@ def register_forecaster(
             models, history=_history(store),
             selector=store.load_artifact(SELECTOR_ARTIFACT),
             calibration=calibrator, predictor_dir=predictor_dir,
-            registered_model_name=name,
             metadata={"data_fingerprint": fingerprint, VALIDATION_TAG: score,
                       "predictor": predictor_id},
         )
-        version = str(info.registered_model_version)
         client = mlflow.MlflowClient(uri)
+        version = _new_version(client, name, info, run.info.run_id)
         client.set_model_version_tag(name, version, VALIDATION_TAG,
                                      "" if score is None else repr(score))
         client.set_model_version_tag(name, version, "data_fingerprint", fingerprint)
@@ -200,6 +199,22 @@ def register_forecaster(
             promoted=promote, reason=reason, calibration_pairs=len(calibrator.pairs_),
             calibration_skipped=skipped,
         )
+
+
+def _new_version(client, name: str, info, run_id: str) -> str:
+    """Register ``info``'s logged model as a new version of ``name`` (the registered model
+    made first when missing) through the client, so that MLflow's own progress lines
+    ("Successfully registered model ...") never reach the user's terminal."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.create_registered_model(name)
+    except MlflowException as exc:
+        if exc.error_code not in ("RESOURCE_ALREADY_EXISTS", "ALREADY_EXISTS"):
+            raise
+    made = client.create_model_version(name=name, source=info.model_uri, run_id=run_id,
+                                       model_id=info.model_id)
+    return str(made.version)
 
 
 def _alias_holder(client, name: str, alias: str) -> tuple[str | None, float | None]:
