@@ -378,11 +378,11 @@ def log_forecaster(
     selector: dict | None = None,
     calibration: ScaleCalibrator | None = None,
     predictor_dir: str | Path | None = None,
-    registered_model_name: str | None = None,
     name: str = "forecaster",
     metadata: dict | None = None,
 ):
-    """Log the forecaster in the active MLflow run (and register it); returns ``ModelInfo``."""
+    """Log the forecaster in the active MLflow run; returns ``ModelInfo`` (registering a
+    version is :func:`jobcast.mlops.registry.register_forecaster`'s)."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         models_json = tmp_path / "e2e_models.json"
@@ -401,6 +401,5 @@ def log_forecaster(
             signature=forecaster_signature(),
             input_example=example_jobs(models),
             pip_requirements=pip_requirements(with_tensorflow=predictor_dir is not None),
-            registered_model_name=registered_model_name,
             metadata=metadata,
         )
