@@ -283,6 +283,9 @@ the answer says so); section 7 has the figures without it.
   their losses and box coders are hundreds of small ops with no layer kind, each priced as
   a roofline plus three kernels at the fitted launch cost. A kind for them (or a cheaper
   launch cost for ops with no weights) is left for the per-op work.
+- **Large per-GPU batch under AMP** (MLPerf ResNet-50 steps as upper bounds, the H100's
+  batch scaling, the step per layer kind): `docs/layerwise-large-batch.md`
+  (`benchmarks/layerwise_networks_v5.py`).
 """
 
 
