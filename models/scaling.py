@@ -1,11 +1,29 @@
-"""Data-parallel scaling: the step time on N GPUs from the step time on one, per framework.
+"""Data-parallel scaling: the step time on N GPUs from the step time on one, per mechanism.
 
-:func:`data_parallel_step` is the entry point: the request's framework picks the mechanism
-(:data:`STRATEGIES`): ``tensorflow`` -> ``replicated`` (TensorFlow 1.x replicated variables,
-:class:`DataParallelScaling` below, fitted on the Lambda tf_cnn_benchmarks logs), ``pytorch``
--> ``ddp`` (DistributedDataParallel: bucketed NCCL all-reduce behind the backward pass,
-:func:`models.torch_parallel.ddp_step`, physics only); ``dp`` (``torch.nn.DataParallel``,
-fitted on torchvision_bench) when asked for by name.
+:func:`data_parallel_step` is the entry point; the mechanism is what the user says
+(``data_parallel``: :func:`parse_data_parallel`), and ``auto`` (the default) is chosen by
+:func:`auto_strategy` from the framework and the stack the user named:
+
+* ``ddp``: PyTorch DistributedDataParallel (and MXNet/Horovod-style fused all-reduce): bucketed
+  NCCL all-reduce behind the backward pass, :func:`models.torch_parallel.ddp_step`, physics
+  only. ``auto`` for PyTorch (:data:`STRATEGIES`).
+* ``allreduce``: TensorFlow 2 ``MirroredStrategy`` as Keras runs it: the gradients (fp32, one
+  pack) all-reduced once after the backward pass, nothing hidden: ``step_1 + allreduce_N``.
+  ``auto`` for TensorFlow unless the stack says 1.x.
+* ``replicated``: TensorFlow 1.x replicated variables (:class:`DataParallelScaling` below,
+  fitted on the Lambda tf_cnn_benchmarks logs); ``auto`` only when the stack the user names
+  is TensorFlow 1.x (``tensorflow-1.15``, ``TF 1.14``, NGC ``-tf1-``).
+* ``dp``: ``torch.nn.DataParallel`` (fitted on torchvision_bench); only when asked by name.
+
+Why ``auto`` is not ``replicated`` for TensorFlow: on 1030 MLPerf ResNet-50 runs (2-2048
+NVIDIA GPUs, MXNet+Horovod/NCCL mostly) the per-GPU step grows 0-2 % per doubling of the GPUs
+(within a GPU model), where replicated variables predict 17-23 %; moving a measured step to
+another GPU count of the same submission is several times further off by ``replicated``
+than by ``ddp``, ``allreduce`` or the same step (46 % against 8 % when written;
+``docs/scaling.md``, ``benchmarks/scaling_mlperf.py``). Those
+runs cannot tell ``ddp`` from ``allreduce`` (ResNet-50's gradients take about 1 ms on NVLink);
+TensorFlow's ``auto`` is ``allreduce`` because that is what Keras' MirroredStrategy does
+(chosen after seeing those figures).
 
 TensorFlow replicated variables, rule: ``step_N = step_1 x (1 + sync[p] x log2 N) +
 tensor_ms[p] x tensors x log2 N + (1 - overlap) x allreduce_N`` where ``allreduce_N`` is the
@@ -26,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -36,6 +55,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
+from fleet.data_parallel import KNOWN_STRATEGIES, parse_data_parallel
 from fleet.deployment import Deployment
 from fleet.framework import parse_framework
 from fleet.interconnect import allreduce_seconds
@@ -49,8 +69,24 @@ from models.torch_parallel import (
 )
 
 DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "scaling.json"
-STRATEGIES = {"tensorflow": "replicated", "pytorch": "ddp"}  # a framework's default
-KNOWN_STRATEGIES = ("replicated", "ddp", "dp")
+STRATEGIES = {"tensorflow": "allreduce", "pytorch": "ddp"}  # a framework's modern default (auto)
+_TF1 = re.compile(r"(?:tensorflow|\btf)[\s_-]*v?1\.\d+|\btf1\b", re.IGNORECASE)  # NGC -tf1-
+
+
+def auto_strategy(framework: str, stack: str | None = None) -> str:
+    """The mechanism ``auto`` means: ``replicated`` when the ``stack`` the user named is
+    TensorFlow 1.x, else the framework's modern default (:data:`STRATEGIES`)."""
+    fw = parse_framework(framework).value
+    if fw == "tensorflow" and stack and _TF1.search(str(stack)):
+        return "replicated"
+    return STRATEGIES[fw]
+
+
+def resolve_strategy(data_parallel: object, framework: str, stack: str | None = None) -> str:
+    """The mechanism a request means: its ``data_parallel`` when named, else
+    :func:`auto_strategy`."""
+    named = parse_data_parallel(data_parallel)
+    return auto_strategy(framework, stack) if named == "auto" else named
 
 
 def weight_tensors(net: Any) -> int:
@@ -203,13 +239,14 @@ def data_parallel_step(framework: str, step1_ms: float, deployment: Deployment,
                        precision: str = "fp32", layers: Sequence[Mapping[str, Any]] = (),
                        strategy: str | None = None) -> ParallelStep:
     """The step on ``deployment`` (N GPUs, each with the 1-GPU per-device batch) from the
-    1-GPU step, by the mechanism of ``framework`` (module rules; ``strategy`` overrides it).
+    1-GPU step, by ``strategy`` (module rules; ``None`` or ``auto``: :func:`auto_strategy`
+    of ``framework``).
 
     ``layers``: the layerwise forecast's per-layer entries (``ms``, ``params``) in forward
     order: their parameters are the gradients, their times the shape of the backward pass.
     A 1-GPU deployment returns the step unchanged."""
     fw = parse_framework(framework).value
-    strategy = strategy or STRATEGIES[fw]
+    strategy = STRATEGIES[fw] if strategy in (None, "", "auto") else str(strategy)
     if strategy not in KNOWN_STRATEGIES:
         raise ValueError(f"unknown data-parallel strategy {strategy!r}; known: "
                          f"{', '.join(KNOWN_STRATEGIES)}")
@@ -222,6 +259,10 @@ def data_parallel_step(framework: str, step1_ms: float, deployment: Deployment,
                             {"buckets": got.buckets, "exposed_ms": got.exposed_ms,
                              "backward_ms": got.backward_ms,
                              "gradient_bytes_per_param": GRAD_BYTES})
+    if strategy == "allreduce":
+        ar = gradient_allreduce_ms(params, deployment) if n > 1 else 0.0
+        return ParallelStep(step1_ms + ar, step1_ms, step1_ms + ar, strategy, ar,
+                            {"exposed_ms": ar, "gradient_bytes_per_param": GRAD_BYTES})
     if strategy == "dp":
         ar = gradient_allreduce_ms(params, deployment)
         fit = shipped_dp()

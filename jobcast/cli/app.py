@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -18,6 +19,7 @@ from jobcast.cli import stack as cli_stack
 from jobcast.cli import store as cli_store
 from jobcast.cli.options import (
     AS_JSON,
+    DATA_PARALLEL,
     FRAMEWORK,
     IMAGE_SIZE,
     STORE,
@@ -35,6 +37,9 @@ from jobcast.cli.output import (
     note,
     progress_bar,
 )
+
+if TYPE_CHECKING:
+    from ingest.store import Store
 
 app = typer.Typer(
     help="Forecast how long a CNN training job will take, before it runs.",
@@ -269,6 +274,16 @@ def fit(
             note("skipped run", str(run))
 
 
+def history_store(store: str | None) -> Store | None:
+    """The store a forecast reads history from: None where it certainly holds none
+    (:func:`ingest.store_probe.holds_no_history`, read without SQLAlchemy and creating no
+    file), so the forecaster builds only the routes that need no history and the command
+    loads neither SQLAlchemy nor pandas (issue 23); else :func:`open_store` (its errors)."""
+    from ingest.store_probe import holds_no_history
+
+    return None if holds_no_history(store) else open_store(store, create=False)
+
+
 @app.command()
 def predict(
     network: str | None = typer.Option(None, help="Network, e.g. resnet50 or a Keras app name."),
@@ -294,6 +309,7 @@ def predict(
         None, help="fp32, tf32, fp16 or bf16. Layerwise default fp32; end-to-end: only history "
         "of this precision (unstated: the history's own)."),
     framework: str = FRAMEWORK,
+    data_parallel: str | None = DATA_PARALLEL,
     jobs: Path | None = typer.Option(
         None,
         help="CSV of jobs (network, deployment, batch_size, iterations, phase) for batch mode.",
@@ -314,7 +330,7 @@ def predict(
             requests = read_jobs_rows(jobs)
         except JobRequestError as exc:
             fail(str(exc))
-        fc = Forecaster(open_store(store, create=False))
+        fc = Forecaster(history_store(store))
         results = [{"job": {}, "error": str(r)} if isinstance(r, JobRequestError)
                    else fc.forecast(r).to_dict() for r in requests]
         if as_json:
@@ -326,12 +342,13 @@ def predict(
         raise typer.Exit(1 if any("error" in r for r in results) else 0)
     if not network:
         fail("give --network (or --jobs FILE.csv)")
-    st = open_store(store, create=False)  # a system's deployment: the forecaster's to find
+    st = history_store(store)  # a system's deployment: the forecaster's to find
     flags = dict(network=network, deployment=deployment, batch_size=batch_size,
                  iterations=iterations, phase=phase, epochs=epochs, dataset_size=dataset_size,
                  eval_every=eval_every, eval_size=eval_size, stack=stack, device=device,
                  optimizer=optimizer, image_size=image_size, precision=precision,
-                 framework=framework, system=system, tags=",".join(tag or []) or None)
+                 framework=framework, data_parallel=data_parallel, system=system,
+                 tags=",".join(tag or []) or None)
     try:
         req = JobRequest.from_mapping(flags)
     except JobRequestError as exc:
@@ -369,6 +386,7 @@ def compare(
         None, "--precision", help="Precision as set in the framework: fp32 (default), tf32, "
         "fp16, bf16, fp32-strict; repeat to rank several, each on its own."),
     framework: str = FRAMEWORK,
+    data_parallel: str | None = DATA_PARALLEL,
     gpus: str = typer.Option("1", help="GPU counts to rank per device, e.g. 1,2,4,8 (the "
                              "global batch is split over them)."),
     include_history: bool = typer.Option(
@@ -379,6 +397,7 @@ def compare(
 ) -> None:
     """Rank devices x GPU counts for a job by forecast time and by cost, one ranking per
     precision; exit 1 when any row could not be forecast (the others are still shown)."""
+    from fleet.data_parallel import parse_data_parallel
     from jobcast.service.compare import compare as run_compare
     from jobcast.service.forecaster import Forecaster
     from jobcast.service.prices import PriceTableError, load_prices
@@ -387,6 +406,10 @@ def compare(
         counts = [int(v) for v in gpus.split(",") if v.strip()]
     except ValueError:
         fail(f"--gpus must be comma-separated whole numbers, got {gpus!r}")
+    try:
+        data_parallel = parse_data_parallel(data_parallel) if data_parallel else None
+    except ValueError as exc:
+        fail(str(exc))
     try:
         table = load_prices(prices)
         result = run_compare(
@@ -401,6 +424,7 @@ def compare(
             image_size=image_size,
             precision=precision or ["fp32"],
             framework=framework,
+            data_parallel=data_parallel,
             counts=counts,
             include_history=include_history,
         )

@@ -126,6 +126,11 @@ PRECISION = typer.Option("fp32", help="Layerwise: fp32, tf32, fp16 or bf16 (mixe
                          "on tensor cores).")
 FRAMEWORK = typer.Option("tensorflow", help="Layerwise: tensorflow or pytorch (eager PyTorch's "
                          "per-op costs).")
+DATA_PARALLEL = typer.Option(
+    None, "--data-parallel", help="Layerwise on N GPUs: how they share a step: auto (default: "
+    "pytorch ddp, tensorflow allreduce; replicated when --stack names TensorFlow 1.x), ddp "
+    "(all-reduce overlapped with the backward pass: PyTorch DDP, Horovod), allreduce (after the "
+    "backward pass: TF2 MirroredStrategy), replicated (TF 1.x variables) or dp (nn.DataParallel).")
 
 # -- Prometheus (ingest-prometheus, eta) ------------------------------------------------------
 

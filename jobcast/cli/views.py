@@ -6,12 +6,17 @@ Rule: data (names, paths, model ids, variants, reasons) goes into tables and tex
 
 from __future__ import annotations
 
-from rich.console import Group
-from rich.table import Table
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 
-from ingest.store import Store
 from jobcast.service.forecast import percent_text
+
+if TYPE_CHECKING:  # the tables load when one is drawn; the store with a command that has one
+    from rich.console import Group
+    from rich.table import Table
+
+    from ingest.store import Store
 
 
 def cell(value: object, style: str = "") -> Text:
@@ -70,6 +75,7 @@ def _system(meta: dict) -> str | None:
 
 
 def runs_table(payload: list) -> Table:
+    from rich.table import Table
     table = Table(title=f"{len(payload)} runs")
     for col in ("network", "system", "deployment", "batch", "train s", "train it", "test s",
                 "source"):
@@ -146,6 +152,7 @@ def models_payload(models) -> list:
 
 
 def models_table(payload: list) -> Table:
+    from rich.table import Table
     table = Table(
         title=f"{len(payload)} end-to-end models (CV MAPE: error on held-out runs' totals)"
     )
@@ -254,6 +261,10 @@ def forecast_text(result: dict) -> Text:
                 + f"\nwhy: {s['why']}")
     if s.get("memory"):
         text.append(f"\nmemory: {s['memory']}")
+    scaling = result.get("scaling")
+    if isinstance(scaling, dict) and scaling.get("strategy"):
+        text.append(f"\ndata parallel: {scaling['strategy']} ({scaling.get('mechanism', '')}; "
+                    f"{scaling.get('chosen', '')})")
     for assumed in result.get("assumptions", []):
         text.append(f"\nassumed: {assumed}")
     warnings = list(result.get("warnings", []))
@@ -267,6 +278,7 @@ def forecast_text(result: dict) -> Text:
 def forecasts_table(results: list) -> Table:
     """One row per job: what was asked, the whole answer with its 90 % interval in one unit,
     and the route (with the candidate that answered)."""
+    from rich.table import Table
     table = Table(title="forecasts (90 % interval)")
     for col in ("network", "deployment", "batch", "length", "time", "route"):
         table.add_column(col, overflow="fold")
@@ -335,6 +347,8 @@ def compare_table(result: dict) -> Group:
     cost each with its 90 % interval in one unit, scaling efficiency, whether it fits in GPU
     memory, note ids: the GPU each name resolved to is one), then every shared note once and
     each failed row's reason."""
+    from rich.console import Group
+    from rich.table import Table
     heading = cell(
         f"{result['network']}, global batch {result['batch_size']}, {result['epochs']:g} epochs "
         f"of {result['dataset_size']:,} samples ({result['dataset']}); prices: "

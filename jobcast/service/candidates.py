@@ -31,17 +31,17 @@ import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fleet.deployment import Deployment, family_matches, normalise_deployment
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest
-from models.history import phase_shares
 from models.job import JobPlan
 from models.relation import Relation, age_bucket, devices_bucket
 from models.variant import request_variant
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Candidate kinds, in the registry's order (ties go to the earlier).
 KINDS: tuple[str, ...] = ("own-rate", "own-model", "whole-job", "fleet-rate", "pooled-model",
@@ -185,17 +185,20 @@ def own_scale(seconds: float, low: float, high: float) -> float:
     return max(math.log(high / seconds), math.log(seconds / low))
 
 
-def to_job(cand: Candidate, ask: Ask, runs: pd.DataFrame) -> Candidate:
+def to_job(cand: Candidate, ask: Ask, runs: pd.DataFrame | None) -> Candidate:
     """A training candidate made a whole-job candidate (module rules); ``runs`` are the run
-    summaries behind it."""
+    summaries behind it (None or empty: none, as for a layerwise answer)."""
     f = cand.forecast
-    shares = phase_shares(runs)
     train = f.seconds
-    if runs.empty:
-        evals, note = 0.0, "no runs behind this answer: training only, no evaluation or gaps"
+    if runs is None or runs.empty:
+        shares = {"init": math.nan}  # models.history.phase_shares of no runs: none stated
+        evals, gaps = 0.0, 0.0
+        note = "no runs behind this answer: training only, no evaluation or gaps"
     else:
-        evals, note = train * shares["test"], f"evaluation and gaps as in its {len(runs)} runs"
-    gaps = 0.0 if runs.empty else train * shares["gaps"]
+        from models.history import phase_shares
+        shares = phase_shares(runs)
+        evals, gaps = train * shares["test"], train * shares["gaps"]
+        note = f"evaluation and gaps as in its {len(runs)} runs"
     total = train + evals + gaps
     factor = total / train if train > 0 else 1.0
     details = {**f.details, **job_details(train, evals, gaps, shares["init"], total, note)}

@@ -300,6 +300,7 @@ def compare(
     counts: list[int] | None = None,
     framework: str = "tensorflow",
     include_history: bool = False,
+    data_parallel: str | None = None,
 ) -> dict:
     """Forecast the job on every asked row (and the store's deployments with
     ``include_history``); see the module rules for the rows, rankings and notes."""
@@ -319,7 +320,8 @@ def compare(
         found, not_ranked = history_slots(forecaster.models, network, precisions)
         slots += found
     by_id = {m.model_id: m for m in forecaster.models}
-    layerwise = dict(optimizer=optimizer, image_size=image_size, framework=framework)
+    layerwise = dict(optimizer=optimizer, image_size=image_size, framework=framework,
+                     data_parallel=data_parallel)
     rows = []
     for slot in slots:
         req = slot.request({**common, **(layerwise if slot.source == "asked" else {})})

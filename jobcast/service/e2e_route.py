@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from jobcast.service.candidates import (
     Ask,
@@ -36,12 +35,13 @@ from jobcast.service.candidates import (
     to_job,
 )
 from jobcast.service.forecast import Forecast, Route
-from jobcast.service.other_counts import scale_to_count
-from models.choice import describe_model
-from models.dataset import stack_key
-from models.e2e import FittedModel, forecast
 from models.relation import Relation, runs_bucket
 from models.variant import compatible, describe_variant, variant_dict, variant_key
+
+if TYPE_CHECKING:  # pandas and the fitting modules load with the first model (issue 23)
+    import pandas as pd
+
+    from models.fitted import FittedModel
 
 _CORE = ("seconds", "low", "high", "unit", "route", "model", "extrapolated")
 
@@ -65,10 +65,16 @@ class EndToEndRoute:
     costly = False
 
     def __init__(self, models: Sequence[FittedModel], history: pd.DataFrame | None = None):
+        """``history``: the run summaries behind the models (None: none; then this route
+        holds no DataFrame until a model asks for its runs, so a forecaster without history
+        never imports pandas)."""
         self.models = list(models)
-        self.history = history if history is not None else pd.DataFrame()
-        self._sources = (
-            {s: g for s, g in self.history.groupby("source")} if len(self.history) else {})
+        if history is None and self.models:
+            import pandas as pd
+            history = pd.DataFrame()
+        self.history = history
+        self._sources = ({s: g for s, g in history.groupby("source")}
+                         if history is not None and len(history) else {})
         self._runs: dict[str, pd.DataFrame] = {}
         self._by_network: dict[tuple[str, str], list[FittedModel]] = {}
         for m in self.models:
@@ -76,6 +82,7 @@ class EndToEndRoute:
 
     def matching(self, ask: Ask, phase: str | None = None) -> list[FittedModel]:
         """The models that may answer ``ask`` (module rules)."""
+        from models.dataset import stack_key
         phase = phase or ask.phase
         keys = set(ask.key_names)
         want = stack_key(ask.req.stack) if ask.req.stack else None
@@ -107,9 +114,13 @@ class EndToEndRoute:
         return self._runs[m.model_id]
 
     def _find_runs(self, m: FittedModel) -> pd.DataFrame:
+        import pandas as pd
+
+        from models.dataset import stack_key
         parts = [self._sources[s] for s in m.sources if s in self._sources]
         if not parts:
-            return self.history.iloc[0:0] if len(self.history) else pd.DataFrame()
+            history = self.history
+            return history.iloc[0:0] if history is not None and len(history) else pd.DataFrame()
         runs = pd.concat(parts)
         runs = runs[(runs["network"] == m.network) & (runs["deployment"] == m.deployment)
                     & (runs["stack_key"] == stack_key(m.stack)) & (runs["variant"] == m.variant)]
@@ -135,6 +146,8 @@ class EndToEndRoute:
 
     def _candidate(self, ask: Ask, m: FittedModel, kind: str, system: str, stack: str
                    ) -> Candidate | None:
+        from models.choice import describe_model
+        from models.e2e import forecast
         try:
             result = forecast(m, float(ask.iterations), int(ask.req.batch_size))
         except ValueError:
@@ -170,6 +183,7 @@ class EndToEndRoute:
         """The ``scaled-count`` candidate from the same GPU at another count, if any."""
         if not ask.deployment or ask.iterations is None:
             return []
+        from jobcast.service.other_counts import scale_to_count
         usable = [m for m in self.models if compatible(m.variant, ask.variant)
                   and (m.system == "" or owned_by(m, ask.system))]
         req = replace(ask.req, phase=ask.phase, iterations=ask.iterations)
@@ -189,7 +203,7 @@ class EndToEndRoute:
                      high=result["high"], route=self.name, model=result["model"],
                      extrapolated=True, details={**_details(result), "chosen": reason})
         cand = Candidate(f, relation, own_scale(f.seconds, f.low, f.high), reason)
-        return [to_job(cand, ask, self.history.iloc[0:0]) if ask.target == "job" else cand]
+        return [to_job(cand, ask, None) if ask.target == "job" else cand]
 
     def forecast(self, req) -> Forecast:
         """This route alone, without the selector (benchmarks compare it): its own model of

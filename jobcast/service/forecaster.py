@@ -10,7 +10,11 @@ Rules (the CLI, the served model and the report decide the same way, here):
    with their relation to the request. A costly route (one that prices layers) is skipped
    when none of its kinds can be expected to beat the best candidate so far (the selector's
    lowest expected error for those kinds), so a job with a system's own history never waits
-   for the layerwise forecast; ``exhaustive`` (the backtest) asks every route.
+   for the layerwise forecast; ``exhaustive`` (the backtest) asks every route. A forecaster
+   without any history (no store, models, run summaries or progress points) builds only the
+   routes that need none (:data:`HISTORY_ROUTES`): the others would propose and miss nothing,
+   and this way its forecast loads neither pandas nor SQLAlchemy (``jobcast predict`` gives it
+   no store where ``ingest.store_probe`` finds the store holds no history).
 3. **Judge**: the backtest selector (``models.selector``: fitted by ``jobcast fit`` on this
    store's own backtest, the shipped prior filling what the store cannot tell) gives each
    candidate its expected error and 90 % interval; a kind it knows nothing of ranks by
@@ -41,9 +45,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from ingest.store import Store
 from jobcast.service.candidates import (
     FALLBACK_ERROR,
     KINDS,
@@ -55,7 +56,6 @@ from jobcast.service.candidates import (
 from jobcast.service.e2e_route import EndToEndRoute
 from jobcast.service.feasibility import request_verdict
 from jobcast.service.forecast import Forecast, ForecastFailure, Outcome, percent_text
-from jobcast.service.hybrid import HybridRoute
 from jobcast.service.job_answer import (
     as_trained,
     compose_job,
@@ -64,31 +64,50 @@ from jobcast.service.job_answer import (
     summary,
     unused_flags,
 )
-from jobcast.service.rates import RateRoute
 from jobcast.service.request import JobRequest, JobRequestError
 from jobcast.service.routes import CalibratedRoute, LayerwiseRoute, RouteMiss
 from jobcast.service.systems import history_deployment
-from jobcast.service.whole_job_route import WholeJobRoute
-from models.e2e import FittedModel, load_models
-from models.history import from_records, run_table
 from models.relation import Judgement, SelectorCells, load_prior
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pandas and the store's SQL layer load with the first history read
+    import pandas as pd
+
+    from ingest.store import Store
     from models.calibration import ScaleCalibrator
+    from models.fitted import FittedModel
     from models.selector import BacktestSelector
 
 SELECTOR_ARTIFACT = "selector"
 HISTORY_ARTIFACT = "history"
 
+
+def _rates(fc: Forecaster) -> Proposer:
+    from jobcast.service.rates import RateRoute
+    return RateRoute(fc.history)
+
+
+def _whole_job(fc: Forecaster) -> Proposer:
+    from jobcast.service.whole_job_route import WholeJobRoute
+    return WholeJobRoute(fc.store)
+
+
+def _hybrid(fc: Forecaster) -> Proposer:
+    from jobcast.service.hybrid import HybridRoute
+    return HybridRoute(fc.layerwise.layerwise, fc.end_to_end, fc.store, points=fc.points)
+
+
 # The registry: each entry builds one route from the forecaster's parts, in proposing order.
 ROUTES: list[tuple[str, Callable[[Forecaster], Proposer]]] = [
-    ("rate", lambda fc: RateRoute(fc.history)),
-    ("whole-job", lambda fc: WholeJobRoute(fc.store)),
+    ("rate", _rates),
+    ("whole-job", _whole_job),
     ("end-to-end", lambda fc: fc.end_to_end),
-    ("hybrid", lambda fc: HybridRoute(fc.layerwise.layerwise, fc.end_to_end, fc.store,
-                                      points=fc.points)),
+    ("hybrid", _hybrid),
     ("layerwise", lambda fc: fc.layerwise),
 ]
+# The routes that answer from history alone: a forecaster without any (no store, models, run
+# summaries or progress points; :attr:`Forecaster.has_history`) does not build them, as they
+# would propose nothing and miss nothing, so its forecast loads neither pandas nor SQLAlchemy.
+HISTORY_ROUTES = frozenset({"rate", "whole-job", "end-to-end", "hybrid"})
 
 
 class Forecaster:
@@ -134,15 +153,27 @@ class Forecaster:
     # -- parts, read on first use ---------------------------------------------------
 
     @property
+    def has_history(self) -> bool:
+        """Whether any history may be at hand: a store, or models, run summaries or progress
+        points given (see :data:`HISTORY_ROUTES`)."""
+        return (self.store is not None or bool(self._models) or self.points is not None
+                or (self._history is not None and len(self._history) > 0))
+
+    @property
     def models(self) -> list[FittedModel]:
         if self._models is None:
-            self._models = load_models(self.store) if self.store is not None else []
+            if self.store is not None:
+                from models.e2e import load_models
+                self._models = load_models(self.store)
+            else:
+                self._models = []
         return self._models
 
     @property
     def history(self) -> pd.DataFrame:
         """The run summaries: the fit's artifact, else summarised from the store now."""
         if self._history is None:
+            from models.history import from_records, run_table
             records = self.store.load_artifact(HISTORY_ARTIFACT) if self.store else None
             if records is not None:
                 self._history = from_records(records)
@@ -171,20 +202,24 @@ class Forecaster:
     @property
     def end_to_end(self) -> EndToEndRoute:
         if self._end_to_end is None:
-            self._end_to_end = EndToEndRoute(self.models, self.history)
+            self._end_to_end = EndToEndRoute(self.models,
+                                             self.history if self.has_history else None)
         return self._end_to_end
 
     @property
     def routes(self) -> list[Proposer]:
+        """The registry's routes (:data:`ROUTES`), less the history routes where there is
+        no history (:data:`HISTORY_ROUTES`)."""
         if self._routes is None:
-            self._routes = [build(self) for _, build in ROUTES]
+            self._routes = [build(self) for name, build in ROUTES
+                            if self.has_history or name not in HISTORY_ROUTES]
         return self._routes
 
     def stored_keys(self) -> set[str]:
         """The deployment keys history holds (models and run summaries; read once)."""
         if self._keys is None:
             self._keys = {m.deployment for m in self.models}
-            if len(self.history):
+            if self.has_history and len(self.history):
                 self._keys |= set(self.history["deployment"])
         return self._keys
 
@@ -242,7 +277,8 @@ class Forecaster:
         try:
             req, assumed = req.with_defaults()
             if req.system and not (req.deployment or req.device):
-                found_key, spelled = history_deployment(self.history, req.system, req.network)
+                found_key, spelled = history_deployment(
+                    self.history if self.has_history else None, req.system, req.network)
                 req = replace(req, deployment=found_key, system=spelled)
                 assumed = [*assumed, f"deployment {found_key}: the one system {req.system!r}'s "
                                      "history names"]

@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ingest.store import Store
 from jobcast.service.candidates import Ask, Candidate, own_scale, phase_steps, to_job
 from jobcast.service.e2e_route import EndToEndRoute, owned_by
 from jobcast.service.forecast import Forecast, Route
@@ -62,6 +61,7 @@ from models.e2e import FittedModel, forecast
 from models.relation import Relation, runs_bucket
 
 if TYPE_CHECKING:
+    from ingest.store import Store
     from jobcast.service.batch_shape import BatchShapeCalibrator
 
 MAX_MODELS = 4  # hybrid candidates per request

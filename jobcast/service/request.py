@@ -9,7 +9,9 @@ Rules (:data:`FIELDS` is the only list of columns):
   ``train`` or ``test`` ask for one phase),
   ``optimizer`` to ``sgd``, ``precision`` to ``fp32`` (also tf32, fp16, bf16: mixed precision
   on tensor cores), ``framework`` to ``tensorflow`` (or ``pytorch``: eager PyTorch's per-op
-  costs), ``image_size`` to the network's own (224 for most, 299 for Inception).
+  costs), ``image_size`` to the network's own (224 for most, 299 for Inception),
+  ``data_parallel`` (how N GPUs share a layerwise step: ``ddp``, ``allreduce``, ``replicated``,
+  ``dp``, ``fleet.data_parallel``) to ``auto`` (``models.scaling.auto_strategy``), kept as None.
 * End-to-end variant: a *stated* ``precision`` and ``tags`` (``"compiler=xla,data=real"``) pick
   only history of that variant; an unstated precision (the fp32 default,
   :data:`DEFAULT_PRECISION`) lets it take the history's own. ``system`` asks for that system's
@@ -43,6 +45,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from fleet.data_parallel import parse_data_parallel
 from fleet.framework import parse_framework
 from fleet.precision import parse_precision
 from ingest.events import PHASES
@@ -84,6 +87,7 @@ FIELDS: tuple[Field, ...] = (
     Field("image_size", "whole"),
     Field("precision", "text", default=DEFAULT_PRECISION),
     Field("framework", "text", default="tensorflow"),
+    Field("data_parallel", "text"),  # layerwise on N GPUs: auto (unset), ddp, allreduce, ...
     Field("eval_every", "number"),
     Field("eval_size", "whole"),
     Field("stack", "text"),
@@ -177,6 +181,7 @@ class JobRequest:
     image_size: int | None = None
     precision: str = DEFAULT_PRECISION
     framework: str = "tensorflow"
+    data_parallel: str | None = None  # None: auto (models.scaling.auto_strategy)
     system: str | None = None
     tags: str | None = None
 
@@ -222,9 +227,10 @@ class JobRequest:
                 continue  # zero steps: a job with nothing left to run (ETA asks it)
             _check_limit(name, value, None)
         _check_implied_iterations(self, None)
-        for name in ("precision", "framework"):
+        for name, parse in (("precision", parse_precision), ("framework", parse_framework),
+                            ("data_parallel", parse_data_parallel)):
             try:
-                (parse_precision if name == "precision" else parse_framework)(getattr(self, name))
+                parse(getattr(self, name))
             except ValueError as exc:
                 raise JobRequestError(str(exc), field=name) from None
         try:
@@ -248,6 +254,11 @@ class JobRequest:
         values = {f.name: _field_value(f, row.get(f.name), where) for f in FIELDS}
         values["network"] = values["network"] or ""  # validate() names it per job
         values["phase"] = str(values["phase"]).lower()
+        if values["data_parallel"] is not None:
+            try:
+                values["data_parallel"] = parse_data_parallel(values["data_parallel"])
+            except ValueError as exc:
+                raise JobRequestError(_at(where, str(exc)), field="data_parallel") from None
         return cls(**values)
 
 

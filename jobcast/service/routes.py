@@ -26,8 +26,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from fleet.catalog import resolve_gpu
 from fleet.deployment import Deployment, deployment_key
 from fleet.framework import parse_framework
@@ -67,7 +65,7 @@ def layerwise_candidate(ask: Ask, f: Forecast) -> Candidate:
               "the network's step (no history of this job)")
     f = f.with_details(chosen=reason)
     cand = Candidate(f, relation, own_scale(f.seconds, f.low, f.high), reason)
-    return to_job(cand, ask, pd.DataFrame()) if ask.target == "job" else cand
+    return to_job(cand, ask, None) if ask.target == "job" else cand
 
 
 def _phase_req(ask: Ask) -> JobRequest:
@@ -164,21 +162,30 @@ class LayerwiseRoute:
 def _data_parallel(req: JobRequest, gpu: str, count: int,
                    result: dict) -> tuple[float, float, float, dict[str, Any]]:
     """(step s, low, high, details) of one data-parallel step from the per-device step, by
-    the request's framework's mechanism (:func:`models.scaling.data_parallel_step`: PyTorch
-    DDP's bucketed all-reduce behind the backward pass, TensorFlow 1.x's replicated
-    variables)."""
-    from models.scaling import data_parallel_step
+    the mechanism the request names (``data_parallel``), else the one ``auto`` means for its
+    framework and stack (:func:`models.scaling.resolve_strategy`: PyTorch DDP's bucketed
+    all-reduce behind the backward pass, TensorFlow 2's one all-reduce after it, TensorFlow
+    1.x replicated variables only when the stack says 1.x); ``details["scaling"]`` names the
+    mechanism and why it was chosen."""
+    from fleet.data_parallel import MECHANISMS
+    from models.scaling import data_parallel_step, resolve_strategy
     deployment = (Deployment.parse(req.deployment) if req.deployment
                   else Deployment(gpu, count))
     ic = deployment.interconnect()
     step1 = result["batch_seconds"] * 1000.0
+    strategy = resolve_strategy(req.data_parallel, req.framework, req.stack)
     got = data_parallel_step(req.framework, step1, deployment, req.precision,
-                             result.get("layers", []))
+                             result.get("layers", []), strategy)
     factor = got.ms / step1
+    asked = req.data_parallel not in (None, "auto")
     details = {"interconnect": ic.describe(), "assumed": list(ic.assumed),
                "allreduce_ms": got.allreduce_ms,
                "single_device_batch_seconds": result["batch_seconds"],
-               "scaling": {"strategy": got.strategy, **got.details}}
+               "scaling": {"strategy": got.strategy, "mechanism": MECHANISMS[got.strategy],
+                           "chosen": "asked (--data-parallel)" if asked else
+                           f"auto for {parse_framework(req.framework).value}"
+                           + (f" (stack {req.stack})" if req.stack else ""),
+                           **got.details}}
     return (got.ms / 1000.0, result["low"] * factor * got.low_ms / got.ms,
             result["high"] * factor * got.high_ms / got.ms, details)
 

@@ -16,10 +16,12 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ingest.store import Store
 from models.variant import BrokenMeta, run_system
+
+if TYPE_CHECKING:
+    from ingest.store import Store
 
 
 class SystemDeploymentError(ValueError):
@@ -43,9 +45,9 @@ def history_deployment(history: Any, system: str, network: str | None = None
                        ) -> tuple[str, str]:
     """(deployment, the system as its history spells it): :func:`system_deployment` from the
     run summaries (``models.history``: ``system``, ``network``, ``deployment``), as the
-    forecaster holds them."""
+    forecaster holds them (None: it holds none)."""
     rows = (zip(history["system"], history["network"], history["deployment"], strict=True)
-            if len(history) else ())
+            if history is not None and len(history) else ())
     return deployment_named(rows, system, network)
 
 

@@ -13,13 +13,15 @@ Rules (:class:`WholeJobRoute.propose`):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ingest.store import Store
 from ingest.whole_job import normal_key, whole_job_runs
 from jobcast.service.candidates import Ask, Candidate, own_scale
 from jobcast.service.forecast import Forecast, Route
 from models.relation import Relation, runs_bucket
+
+if TYPE_CHECKING:
+    from ingest.store import Store
 
 
 def _newest(runs: list[Any], key: str) -> float | None:

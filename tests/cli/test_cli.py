@@ -227,8 +227,10 @@ def test_history_at_another_gpu_count_answers_end_to_end(fitted_store):
     assert "+scaled/x8-to-x4" in four["model"] and four["extrapolated"]
     assert four["scaled_from"] == "nvidia-a100-sxm4-40gb-x8"
     assert four["low"] <= four["seconds"] <= four["high"]
-    # more replicas to keep in step: the same per-GPU work takes longer on 16 than on 8 or 4
-    assert four["step_ms"] < four["source_step_ms"] < sixteen["step_ms"]
+    # MLPerf history (MXNet): DDP-like all-reduce behind the backward pass, so the same
+    # per-GPU work takes no less on more GPUs, and longer across nodes (the slower links)
+    assert four["scaling"]["strategy"] == sixteen["scaling"]["strategy"] == "ddp"
+    assert four["step_ms"] <= four["source_step_ms"] < sixteen["step_ms"]
     assert sixteen["interconnect"].endswith("ib200 25 GB/s")
     other = ask("8x H100 SXM5", 2048)  # no history on this accelerator at any count
     assert other["route"] != "end-to-end"
