@@ -2,7 +2,7 @@
 
 **TensorFlow** (Lambda logs). Targets: tf_cnn_benchmarks training, synthetic data, replicated
 variables, no XLA, 2/4/8 GPUs; the step time at a fixed per-GPU batch. For each GPU model,
-:class:`models.scaling.DataParallelScaling` is fitted on the other models' runs and predicts
+:class:`models.replicated.DataParallelScaling` is fitted on the other models' runs and predicts
 this one's N-GPU steps:
 
 * ``history``: from the same system's measured 1-GPU step (the end-to-end case);
@@ -44,7 +44,8 @@ from layerwise.corpora.tables import shared_data_dir
 from layerwise.efficiency import chip_of
 from layerwise.forecast import forecast_network
 from layerwise.network import decompose
-from models.scaling import DataParallelScaling, allreduce_ms, data_parallel_step, weight_tensors
+from models.replicated import DataParallelScaling
+from models.scaling import allreduce_ms, data_parallel_step, weight_tensors
 from models.torch_parallel import DataParallelFit, gradient_allreduce_ms
 
 ROOT = Path(__file__).resolve().parents[1]

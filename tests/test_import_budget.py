@@ -6,7 +6,8 @@ or SciPy (together about a second of a fresh process's wall); the layerwise call
 pandas either. ``jobcast predict`` from a store without history (none yet, or an empty one)
 loads neither pandas nor SQLAlchemy (``ingest.store_probe`` says so before the store is
 opened; about 0.3 s). Each check runs in a fresh interpreter and reads its ``sys.modules``;
-the wall times are measured by ``benchmarks/layerwise_latency.py``.
+the wall times are measured by ``benchmarks/layerwise_latency.py``. A multi-GPU forecast
+loads no scikit-learn, SciPy or pandas unless TensorFlow 1.x replicated variables are named.
 """
 
 from __future__ import annotations
@@ -90,3 +91,18 @@ def test_cli_forecast_without_history_loads_neither_pandas_nor_sqlalchemy(tmp_pa
     Store(store)
     loaded = cli_packages([*PREDICT, "--store", store], env)
     assert not loaded & (ESTIMATOR_LIBS | {"pandas", "sqlalchemy"})
+
+
+def test_multi_gpu_forecast_without_history_loads_no_estimator_library(tmp_path):
+    """8 GPUs, no history: DDP (PyTorch) and one all-reduce (TensorFlow's ``auto``) are
+    physics only, so neither loads scikit-learn, SciPy or pandas (the TensorFlow 1.x
+    replicated fit, :mod:`models.replicated`, does, and only when that mechanism is named)."""
+    env = {"JOBCAST_HOME": str(tmp_path / "home"), "JOBCAST_STORE": ""}
+    eight = ["predict", "--network", "resnet50", "--deployment", "8x A100", "--batch-size",
+             "512", "--iterations", "100", "--json"]
+    for framework in ("pytorch", "tensorflow"):
+        loaded = cli_packages([*eight, "--framework", framework], env)
+        assert "models" in loaded  # the data-parallel step was priced
+        assert not loaded & (ESTIMATOR_LIBS | {"pandas", "sqlalchemy"})
+    loaded = cli_packages([*eight, "--data-parallel", "replicated"], env)
+    assert "sklearn" in loaded  # the probe sees the fit's imports where they are needed

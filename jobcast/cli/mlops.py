@@ -12,17 +12,7 @@ import typer
 
 from jobcast.cli.options import STORE, TRACKING_URI, json_option, open_store
 from jobcast.cli.output import emit_json, fail, note
-from jobcast.mlops.gate import AuthLimits
-from jobcast.mlops.rest_app import ServeLimits
-from jobcast.mlops.serving import (
-    ServeError,
-    model_uri_of,
-    plan_exposure,
-    port_is_free,
-    run_server,
-    serve_argv,
-    serve_env,
-)
+from jobcast.mlops.limits import AuthLimits, ServeLimits
 
 NAME = typer.Option("jobcast-forecaster", "--name", help="Registered model name.")
 
@@ -134,6 +124,15 @@ def serve_command(
     requests need `Authorization: Bearer <token>`; a host that is not loopback needs one.
     """
     from jobcast.mlops.auth import default_token_path
+    from jobcast.mlops.serving import (
+        ServeError,
+        model_uri_of,
+        plan_exposure,
+        port_is_free,
+        run_server,
+        serve_argv,
+        serve_env,
+    )
 
     if not port_is_free(host, port):
         fail(f"cannot serve on {host}:{port}: the port is in use or the address is not local")

@@ -32,9 +32,9 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass
 
 from jobcast.mlops.auth import TokenVerifier
+from jobcast.mlops.limits import AuthLimits
 
 OPEN_PATHS = ("/ping", "/health")
 MAX_CLIENTS = 10_000
@@ -45,14 +45,6 @@ ANSWERS = {
     403: ("PERMISSION_DENIED", "the bearer token is not accepted"),
     429: ("RESOURCE_EXHAUSTED", "too many failed attempts from this client; retry later"),
 }
-
-
-@dataclass(frozen=True)
-class AuthLimits:
-    """Failed attempts a client may make (module rules)."""
-
-    max_failures: int = 20
-    window_s: float = 60.0
 
 
 class FailureLimiter:

@@ -41,23 +41,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from jobcast.mlops.limits import ServeLimits
+
 DRAIN_BYTES = 64 * 1024 * 1024  # read and drop at most this much of a refused body
 MAX_ERRORS_LISTED = 20
 STATUS = {400: "INVALID_PARAMETER_VALUE", 404: "ENDPOINT_NOT_FOUND", 405: "BAD_REQUEST",
           408: "REQUEST_TIMEOUT", 413: "REQUEST_TOO_LARGE", 415: "BAD_REQUEST",
           500: "INTERNAL_ERROR", 503: "TEMPORARILY_UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 
-
-
-@dataclass(frozen=True)
-class ServeLimits:
-    """What one request may ask (module rules)."""
-
-    max_body_bytes: int = 1024 * 1024
-    max_rows: int = 1000
-    timeout_s: float = 60.0
-    max_waiting: int = 64
-    body_timeout_s: float = 10.0
 
 
 

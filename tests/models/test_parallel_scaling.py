@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from fleet.deployment import Deployment
-from models.scaling import data_parallel_step, shipped_scaling
+from models.replicated import shipped_scaling
+from models.scaling import data_parallel_step
 from models.torch_parallel import (
     MIB,
     DataParallelFit,

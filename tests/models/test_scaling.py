@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from fleet.deployment import Deployment
-from models.scaling import DataParallelScaling, allreduce_ms
+from models.replicated import DataParallelScaling
+from models.scaling import allreduce_ms
 
 
 def test_fit_recovers_overlap_and_sync():
