@@ -151,7 +151,12 @@ def write_section(md, table: pd.DataFrame, per: dict, seconds: float) -> None:
     parts += [READING, f"\nRun time {seconds:.0f} s.\n"]
     text = DOC.read_text() if DOC.is_file() else ""
     head = text.split(SECTION_PREFIX)[0].rstrip("\n")
-    DOC.write_text(head + "\n\n" + "\n".join(parts))
+    later = text.find(LATER_SECTIONS)  # sections after this one (e.g. the v6 benchmark's): kept
+    DOC.write_text(head + "\n\n" + "\n".join(parts)
+                   + ("\n" + text[later:] if later >= 0 else ""))
+
+
+LATER_SECTIONS = "## 8. "
 
 
 INTRO = """Same targets, layer sums and protocol as sections 1-2 (intervals from groups left out

@@ -21,9 +21,22 @@ what was assumed. Rules:
 * ``fp16`` / ``bf16``: mixed precision (PyTorch AMP: autocast + GradScaler; Keras
   ``mixed_float16``): convolutions and dense layers in half precision, memory-bound layers at
   half the bytes except LayerNorm and softmax (autocast runs them in FP32), FP32 master
-  weights: each layer with weights adds two cast kernels to a training step (weight to half
-  in the forward pass, its gradient back to FP32) and one to a forward pass
-  (:func:`cast_kernels`).
+  weights: each layer with weights runs two cast kernels in a training step (weight to half
+  in the forward pass, its gradient back to FP32) and one in a forward pass
+  (:func:`cast_kernels`), added to the step's launches (:func:`cast_launches`). The per-op
+  rows at fp16/bf16 were timed under ``torch.autocast`` with FP32 parameters
+  (``layerwise/backends/torch_timing.py``), so each priced weight layer already holds its
+  casts: :data:`CASTS_IN_LAYER_PRICES` True launches none again. It is False (not shipped):
+  it brings the H100's AMP steps from +30 % to +19 % one GPU out, but the refitted
+  composition is 1.2 points worse on the H100's fp32 steps one network out (issue 23,
+  ``docs/layerwise-pytorch.md`` section 8).
+* **Channel alignment** (frameworks built on cuDNN 7 or the first cuDNN 8: TensorFlow < 2.4,
+  PyTorch < 1.8, :data:`ALIGN_BEFORE`): cuDNN runs a half convolution on tensor cores only
+  when its input channels are a multiple of 8; the image's first convolution (3 channels)
+  then runs with FP32 math and is priced as ``fp32`` (:meth:`RunPrecision.for_row`). Later
+  releases (cuDNN >= 8 kernels for any channel count) and a request without a version (a
+  current framework) price it in half like the rest. The cut between the old releases and
+  PyTorch 2.11 was chosen after seeing the figures (section 8).
 * ``fp16-pure``: the whole model in half precision (``model.half()``), no casts: used for
   benchmarks that ran so (``torchvision_bench``), not a training recipe.
 * **Half rule**: a half request (``fp16``, ``bf16``, ``fp16-pure``) on a GPU with no FP16
@@ -32,7 +45,13 @@ what was assumed. Rules:
   without casts (cuDNN runs the half tensors with FP32 math; these GPUs have no TF32), and
   the answer says so (measured: ``torchvision_bench`` Titan Xp pure-fp16 steps are 1.2x its
   fp32 steps; Lambda's GTX 1080 Ti fp16 is slower than its fp32; issue 23,
-  ``docs/layerwise-pytorch.md`` section 7).
+  ``docs/layerwise-pytorch.md`` section 7). **TensorFlow stores the half tensors**
+  (``--use_fp16`` / ``mixed_float16`` keep activations in FP16; cuDNN computes the
+  convolutions with FP32 math): its memory-bound layers are priced at half the bytes
+  (:data:`PSEUDO_HALF_FRAMEWORKS`; measured per image, Lambda's 1080 Ti fp16 step is
+  0.76-0.89x its fp32 step). PyTorch's pure fp16 on the Titan Xp is slower than its fp32
+  (1.2x), so PyTorch stays priced as FP32 throughout (chosen after seeing both figures,
+  section 8).
 
 :func:`step_from_dict` is the composition's step formula on its saved dict
 (:class:`layerwise.compose.Composition`): gpu = scale[class] x layer sum, cpu = kernel_ms x
@@ -72,6 +91,13 @@ YEAR0 = 2019  # the launch term's reference year (year_offset = release year - Y
 GEMM_CONV = ("conv", "dwconv")
 FP32_UNDER_AUTOCAST = ("ln", "softmax")
 WEIGHT_KINDS = ("conv", "dwconv", "dense")
+# frameworks whose half precision on a slow-FP16 GPU keeps FP16 storage (module rules)
+PSEUDO_HALF_FRAMEWORKS = ("tensorflow",)
+# the per-op fp16/bf16 rows were timed under autocast with FP32 weights; True = launch the
+# casts no second time (module rules: measured, not shipped)
+CASTS_IN_LAYER_PRICES = False
+# framework releases before which half convolutions need aligned channels (module rules)
+ALIGN_BEFORE = {"pytorch": (1, 8), "tensorflow": (2, 4)}
 
 
 def request_precision(value: object) -> str:
@@ -97,6 +123,7 @@ class RunPrecision:
     norm: str
     casts: bool
     assumed: str
+    align8: bool = False  # half convs need input channels % 8 == 0 for tensor cores
 
     def for_kind(self, kind: str) -> str:
         """The predictor precision of a layer kind."""
@@ -105,6 +132,15 @@ class RunPrecision:
         if kind == "dense":
             return self.matmul
         return self.norm if kind in FP32_UNDER_AUTOCAST else self.memory
+
+    def for_row(self, row: Mapping) -> str:
+        """The predictor precision of one network row: its kind's, except a half convolution
+        whose input channels are not a multiple of 8 under :attr:`align8` (``fp32``)."""
+        p = self.for_kind(str(row["layer"]))
+        if self.align8 and row["layer"] == "conv" and p in ("fp16", "bf16") and \
+                int(row.get("channels_in", 8) or 8) % 8:
+            return "fp32"
+        return p
 
     @property
     def uniform(self) -> bool:
@@ -170,28 +206,44 @@ def default_tf32(framework: str, version: str | None = None) -> tuple[bool, bool
 
 
 def resolve(precision: object, framework: str, hw: Mapping,
-            version: str | None = None, half_rule: bool = True) -> RunPrecision:
+            version: str | None = None, half_rule: bool | str = True,
+            align8: bool | None = None) -> RunPrecision:
     """The :class:`RunPrecision` of a request (module rules); ``version`` of the framework,
     None = a current one; ``half_rule`` False prices half requests as half everywhere (the
-    rule before 2026-11-26, for benchmarks that compare)."""
+    rule before 2026-11-26), ``"fp32"`` as FP32 in every framework (the rule of 2026-11-26,
+    before TensorFlow's half storage), for benchmarks that compare; ``align8`` None: the
+    channel alignment rule by the framework's version (module rules), True/False forces it."""
     req = request_precision(precision)
     fw = "PyTorch" if str(framework).lower() == "pytorch" else "TensorFlow"
     tf32 = _has_tf32(hw)
     if req in HALF_REQUESTS and half_rule and slow_fp16(hw):
+        if half_rule != "fp32" and str(framework).lower() in PSEUDO_HALF_FRAMEWORKS:
+            store = req if req in ("fp16", "bf16") else "fp16"
+            norm = "fp32" if req in ("fp16", "bf16") else store
+            return RunPrecision(req, "fp32", "fp32", store, norm, False,
+                                f"{req} asked, but this GPU has no FP16 tensor cores and its "
+                                f"native FP16 is slower than FP32: {fw} keeps the tensors in "
+                                "half precision (memory-bound layers at half the bytes) and "
+                                "cuDNN computes convolutions and matmuls with FP32 math "
+                                "(priced as fp32, no TF32 on this GPU), no casts")
         return RunPrecision(req, "fp32", "fp32", "fp32", "fp32", False,
                             f"{req} asked, but this GPU has no FP16 tensor cores and its native "
                             "FP16 is slower than FP32: cuDNN runs the half tensors with FP32 "
                             "math, priced as fp32 (no TF32 on this GPU), no casts")
+    align = _aligned_channels_only(framework, version) if align8 is None else bool(align8)
+    said = (f"; {fw} {version}: a convolution whose input channels are not a multiple of 8 "
+            "(the image's) runs without tensor cores, priced as fp32") if align else ""
     if req in ("fp16", "bf16"):
         how = "autocast + GradScaler" if fw == "PyTorch" else \
             "mixed_" + ("float16" if req == "fp16" else "bfloat16")
         return RunPrecision(req, req, req, req, "fp32", True,
                             f"{req} mixed precision ({how}): convolutions and matmuls in {req}, "
                             "memory-bound layers at half the bytes (LayerNorm, softmax in fp32), "
-                            "weight casts priced as kernels")
+                            "weight casts " + ("inside the layer prices" if CASTS_IN_LAYER_PRICES
+                                               else "priced as kernels") + said, align)
     if req == PURE:
         return RunPrecision(req, "fp16", "fp16", "fp16", "fp16", False,
-                            "the whole model in fp16 (model.half()), no casts")
+                            "the whole model in fp16 (model.half()), no casts" + said, align)
     if req == STRICT or not tf32:
         why = "TF32 off as asked" if req == STRICT else "no TF32 on this GPU"
         if req == "tf32":
@@ -210,6 +262,14 @@ def resolve(precision: object, framework: str, hw: Mapping,
             (False, False): f"{fw} {version}: fp32 everywhere (no TF32 before that version)"}
     return RunPrecision(req, "tf32" if conv else "fp32", "tf32" if matmul else "fp32", memory,
                         memory, False, text[(conv, matmul)])
+
+
+def _aligned_channels_only(framework: str, version: str | None) -> bool:
+    """True for a framework release before :data:`ALIGN_BEFORE` (module rules); False
+    without a version (a current release)."""
+    v = _version(version)
+    cut = ALIGN_BEFORE.get(str(framework).lower())
+    return v is not None and cut is not None and v < cut
 
 
 def as_run_warning(run: RunPrecision) -> str | None:
@@ -254,6 +314,14 @@ def cast_kernels(run: RunPrecision, rows: Iterable[Mapping], training: bool) -> 
         return 0
     n = sum(1 for r in rows if r["layer"] in WEIGHT_KINDS and int(r.get("params", 0) or 0) > 0)
     return n * (2 if training else 1)
+
+
+def cast_launches(run: RunPrecision, rows: Iterable[Mapping], training: bool,
+                  in_layer_prices: bool = CASTS_IN_LAYER_PRICES) -> int:
+    """Launches a step adds for mixed precision's weight casts beyond the priced layers'
+    kernels: :func:`cast_kernels`, or 0 with ``in_layer_prices`` (the casts counted inside
+    the layer prices; module rules, :data:`CASTS_IN_LAYER_PRICES`)."""
+    return 0 if in_layer_prices else cast_kernels(run, rows, training)
 
 
 def _core(gpu: float, cpu: float, p: float) -> float:
@@ -326,7 +394,8 @@ def floor_queries(rows: list[dict], plan: list, queries: list[dict], training: b
         for opt in passes:
             minimal = get_layer(kind).minimal_row(opt)
             out[(kind, opt)] = len(queries)
-            queries.append(query(minimal, opt, precision, framework, hw))
+            at = precision.for_kind(kind) if isinstance(precision, RunPrecision) else precision
+            queries.append(query(minimal, opt, at, framework, hw))  # the kind's precision
     return out
 
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from layerwise.as_run import (
     STRICT,
-    cast_kernels,
+    cast_launches,
     request_precision,
     resolve,
     run_class,
@@ -226,7 +226,7 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
     floor = float(layers["floor_ms"].sum())
     ms, low, high = comp.step(float(layers["ms"].sum()), float(layers["low_ms"].sum()),
                               float(layers["high_ms"].sum()),
-                              int(layers["kernels"].sum()) + cast_kernels(run, net.rows, training),
+                              int(layers["kernels"].sum()) + cast_launches(run, net.rows, training),
                               pclass, floor, year_offset(hw))
     cut = layers["floor_ms"] if comp.subtract_floor else 0.0
     for col in ("ms", "low_ms", "high_ms"):

@@ -62,7 +62,7 @@ def layer_query(row: Mapping, optimizer: str, precision: str | RunPrecision, fra
     kind = LAYER_TYPES[row["layer"]]
     q = {c: row[c] for c in kind.columns if c in row}
     if isinstance(precision, RunPrecision):
-        precision = precision.for_kind(row["layer"])
+        precision = precision.for_row(row)
     q.update(layer=row["layer"], optimizer=optimizer, precision=precision, framework=framework)
     q.update({k: v for k, v in hw.items() if k == "gpu" or k.startswith("hw_")})
     return q

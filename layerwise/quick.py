@@ -40,7 +40,7 @@ from layerwise.as_run import (  # noqa: F401  (the pass constants: one definitio
     BACKWARD_RATIO,
     DEFAULT_BACKWARD_RATIO,
     RunPrecision,
-    cast_kernels,
+    cast_launches,
     request_precision,
     resolve,
     run_class,
@@ -239,7 +239,7 @@ def forecast_fast(network: Any, *, device: str, batch_size: int, optimizer: str 
     comp = model.composition(framework)
     floor = math.fsum(e["floor_ms"] for e in layers)
     ms, low, high, scale = step_ms(comp, sums, int(sum(e["kernels"] for e in layers))
-                                   + cast_kernels(run, net.rows, training), pclass, floor,
+                                   + cast_launches(run, net.rows, training), pclass, floor,
                                    year_offset(hw))
     cut = bool(comp and comp.get("subtract_floor"))
     for e in layers:

@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from layerwise.as_run import cast_kernels, resolve, run_class, year_offset
+from layerwise.as_run import (
+    CASTS_IN_LAYER_PRICES,
+    cast_launches,
+    resolve,
+    run_class,
+    year_offset,
+)
 from layerwise.compose import Composition, price_layers
 from layerwise.corpora.lambda_runs import read_lambda
 from layerwise.efficiency import chip_of
@@ -84,7 +90,10 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
     framework makes of fp32, :func:`layerwise.as_run.resolve`), ``optimizer`` (else
     momentum; ``none`` = forward and backward without an update, priced as ``sgd``),
     ``half_rule`` (False: half requests priced as half on GPUs without fast FP16, the rule
-    before the half rule of :func:`layerwise.as_run.resolve`, for comparisons).
+    before the half rule of :func:`layerwise.as_run.resolve`; ``"fp32"``: the half rule before
+    TensorFlow's half storage; for comparisons), ``casts_in_layers`` (True: AMP's weight casts
+    not added as launches, :func:`layerwise.as_run.cast_launches`; comparisons),
+    ``align8`` (False: no channel alignment rule for half convolutions; comparisons).
     """
     from layerwise.forecast import device_features
 
@@ -104,14 +113,16 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
         hw = device_features(str(t.gpu))
         version = getattr(t, "fw_version", None)
         run = resolve(str(t.precision), fw, hw, None if pd.isna(version) else str(version),
-                      half_rule=bool(getattr(t, "half_rule", True)))
+                      half_rule=getattr(t, "half_rule", True), align8=getattr(t, "align8", None))
         layers = price_layers(rows, pred, hw, run, True, opt, fw)
         memory = ~layers["layer"].map(family_of).eq("gemm")
         records.append({"sum_ms": layers["ms"].sum(), "low_ms": layers["low_ms"].sum(),
                         "floor_ms": layers["floor_ms"].sum(),
                         "memory_ms": layers.loc[memory, "ms"].sum(),
                         "high_ms": layers["high_ms"].sum(),
-                        "kernels": int(layers["kernels"].sum()) + cast_kernels(run, rows, True),
+                        "kernels": int(layers["kernels"].sum()) + cast_launches(
+                            run, rows, True, bool(getattr(t, "casts_in_layers",
+                                                          CASTS_IN_LAYER_PRICES))),
                         "precision_class": run_class(run, hw, rows),
                         "roofline_ms": roofline_ms(rows, hw, run), "assumed": run.assumed,
                         "peak_tflops": peak_tflops(hw, run.conv), "year": year_offset(hw)})
