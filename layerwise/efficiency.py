@@ -45,6 +45,7 @@ from layerwise.efficiency_arrays import (
     chip_of,
     feature_names,
     feature_values,
+    gemm_physics,
     read_saved,
 )
 from layerwise.forest import Forest
@@ -59,11 +60,14 @@ CHIP_INTERVAL_ROWS = 100  # held-out rows a device needs for an interval of its 
 COVER = (0.1, 0.9)  # quantiles of a chip's own log bounds that count as covered
 
 
-def _features(rows: pd.DataFrame, hardware: bool) -> tuple[pd.DataFrame, np.ndarray]:
-    """(feature frame, bound ms) of kind rows."""
+def _features(rows: pd.DataFrame, hardware: bool,
+              dual_issue: bool = True) -> tuple[pd.DataFrame, np.ndarray]:
+    """(feature frame, bound ms) of kind rows (``dual_issue``: :func:`gemm_physics`)."""
     records = rows.to_dict("records")
     columns = set(rows.columns)
     phys = physics_columns(records, rows.index, columns)
+    if dual_issue:
+        phys = gemm_physics(phys, records, columns)
     names = feature_names(hardware)
     X = pd.DataFrame(feature_values(names, records, columns, phys), index=rows.index,
                      columns=names)
@@ -104,7 +108,8 @@ class EfficiencyPredictor(BaseEstimator):
     everywhere, as the v2 predictor first shipped); ``transfer_families`` (the op families that
     get device-agnostic trees: GEMMs, whose efficiency a GPU's spec sheet tells least);
     ``seen_by_kind`` (a chip counts as seen for
-    the interval only for kinds it has rows of); ``random_state``.
+    the interval only for kinds it has rows of); ``dual_issue`` (FP32 GEMMs of a dual-issue GPU
+    priced against half its spec-sheet FP32 peak, :func:`gemm_physics`); ``random_state``.
     """
 
     def __init__(self, max_iter: int = 400, learning_rate: float = 0.1,
@@ -114,7 +119,7 @@ class EfficiencyPredictor(BaseEstimator):
                  extrapolation_widening: float = 1.5, no_data_widening: float = 2.0,
                  calibrate_unseen: bool = True, transfer_scale: float | None = 0.5,
                  transfer_families: tuple[str, ...] = ("gemm",), seen_by_kind: bool = True,
-                 random_state: int = 0):
+                 dual_issue: bool = True, random_state: int = 0):
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.max_leaf_nodes = max_leaf_nodes
@@ -129,6 +134,7 @@ class EfficiencyPredictor(BaseEstimator):
         self.transfer_scale = transfer_scale
         self.transfer_families = transfer_families
         self.seen_by_kind = seen_by_kind
+        self.dual_issue = dual_issue
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fitting
@@ -151,7 +157,7 @@ class EfficiencyPredictor(BaseEstimator):
         rows, y_ms = rows.loc[keep], y_ms.loc[keep]
         if rows.empty:
             raise ValueError("no usable training rows (known kind, positive finite time)")
-        X, bound = _features(rows, self.hardware_features)
+        X, bound = _features(rows, self.hardware_features, self.dual_issue)
         y = np.log(y_ms.to_numpy() / bound)
         fam = rows["layer"].astype(str).map(family_of)
         chips = rows["gpu"].astype(str).map(chip_of).to_numpy()
@@ -244,7 +250,7 @@ class EfficiencyPredictor(BaseEstimator):
                 self.families_, self.kinds_, self.chips_, self.extrapolation_widening,
                 self.no_data_widening,
                 getattr(self, "chip_kinds_", None) if self.seen_by_kind else None,
-                self.transfer_scale)
+                self.transfer_scale, self.dual_issue)
             self._arrays = (id(self.families_), cached)
         return cached
 

@@ -18,6 +18,8 @@ the interval tables and the training ranges. Rules:
   interval the family's residual quantiles (seen chip: its own where it had enough held-out
   rows, else pooled; unseen chip, or a chip without timings of the row's kind: leave-one-chip-
   out), widened outside the training ranges and for kinds without rows of their own.
+* FP32 GEMM rows of a dual-issue GPU (:data:`DUAL_ISSUE_FP32`) are priced against half the
+  spec-sheet FP32 peak (:func:`gemm_physics`; ``dual_issue`` off keeps the spec-sheet peak).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from fleet.framework import FRAMEWORKS
 from fleet.names import gpu_words
 from layerwise.forest import Forest, ForestGroup
 from layerwise.layers import LAYER_TYPES
-from layerwise.roofline import family_of, physics_columns
+from layerwise.roofline import LAUNCH_MS, family_of, physics_columns
 
 FORMAT_VERSION = 2
 ACTIVATION_VALUES = ("none", "relu", "tanh", "sigmoid")
@@ -48,6 +50,12 @@ SATURATED_LOG_BOUND = 0.0
 DEVICE_FEATURES = ("log_peak", "log_bandwidth", "log_tdp", "log_watts_per_tflop")
 OUTPUT_COLUMNS = ("predicted_ms", "low_ms", "high_ms")
 EPS = 1e-12
+# Compute capabilities whose spec-sheet FP32 peak counts a second FP32 datapath shared with
+# INT32 (GA10x and Orin's GA10B: 8.6, 8.7; AD10x: 8.9; GB20x: 12.x). A warp scheduler issues one
+# instruction per cycle, so the doubled peak needs every issue slot to be an FMA; an SGEMM also
+# issues loads and address arithmetic. Their FP32 GEMMs are priced against half that peak (the
+# FP32-only lanes); tensor-core and memory-bound work is unchanged.
+DUAL_ISSUE_FP32 = ("8.6", "8.7", "8.9", "12.0", "12.1")
 
 
 @lru_cache(maxsize=1024)
@@ -61,6 +69,39 @@ def chip_of(gpu: str) -> str:
         if re.search(r"\d", word) and not re.fullmatch(r"\d+gb", word):
             return word
     return "".join(words) or str(gpu)
+
+
+@lru_cache(maxsize=1024)
+def fp32_issue_factor(gpu: str) -> float:
+    """2 for a GPU of :data:`DUAL_ISSUE_FP32` (its FP32 GEMMs run against half the spec-sheet
+    FP32 peak), else 1 (also for names outside the catalog: CPUs, ``hw_*`` devices)."""
+    try:
+        spec = resolve_gpu(gpu)
+    except UnknownGpuError:
+        return 1.0
+    return 2.0 if spec.compute_capability in DUAL_ISSUE_FP32 else 1.0
+
+
+def gemm_physics(phys: Mapping[str, np.ndarray], records: Sequence[Mapping],
+                 columns: set[str]) -> dict[str, np.ndarray]:
+    """:func:`physics_columns` with the effective FP32 peak of GEMM rows (a GEMM shape, not on
+    tensor cores) on dual-issue GPUs (:func:`fp32_issue_factor`): peak, compute and roofline
+    bound recomputed; every other row as it was."""
+    out = dict(phys)
+    if "gpu" not in columns or not len(records):
+        return out
+    simt = (np.asarray(phys["m"]) > 0) & (np.asarray(phys["tensor"]) < 0.5)
+    if not simt.any():
+        return out
+    factor = np.array([fp32_issue_factor(str(r["gpu"])) if s else 1.0
+                       for r, s in zip(records, simt, strict=True)])
+    if (factor == 1.0).all():
+        return out
+    out["peak_flops"] = phys["peak_flops"] / factor
+    out["compute_ms"] = phys["compute_ms"] * factor
+    out["bound_ms"] = np.maximum(np.maximum(out["compute_ms"], phys["memory_ms"]) + LAUNCH_MS,
+                                 1e-6)
+    return out
 
 
 def as_records(rows: Sequence[Mapping[str, Any]]) -> tuple[list[dict], set[str]]:
@@ -158,7 +199,7 @@ class EfficiencyArrays:
                  chips: Sequence[str], extrapolation_widening: float = 1.5,
                  no_data_widening: float = 2.0,
                  chip_kinds: Mapping[str, Sequence[str]] | None = None,
-                 transfer_scale: float | None = 0.5):
+                 transfer_scale: float | None = 0.5, dual_issue: bool = True):
         self.families = dict(families)
         self.kinds = list(kinds)
         self.chips = list(chips)
@@ -167,6 +208,7 @@ class EfficiencyArrays:
         self.extrapolation_widening = float(extrapolation_widening)
         self.no_data_widening = float(no_data_widening)
         self.transfer_scale = transfer_scale
+        self.dual_issue = dual_issue
         self._forest_group: ForestGroup | None = None
 
     def _shared_features(self) -> list[str] | None:
@@ -294,6 +336,8 @@ class EfficiencyArrays:
         layer = [str(r["layer"]) for r in records]
         self.check_kinds(layer)
         phys = physics_columns(records, labels, columns)
+        if self.dual_issue:
+            phys = gemm_physics(phys, records, columns)
         fam = np.array([family_of(k) for k in layer], dtype=object)
         gpus = [str(r["gpu"]) for r in records] if "gpu" in columns else [""] * n
         chip = np.array([chip_of(g) for g in gpus], dtype=object)
@@ -342,7 +386,8 @@ class EfficiencyArrays:
         chip_kinds = doc.get("chip_kinds") if params.get("seen_by_kind", True) else None
         return cls(families, doc["kinds"], doc["chips"],
                    params.get("extrapolation_widening", 1.5), params.get("no_data_widening", 2.0),
-                   chip_kinds, params.get("transfer_scale", 0.5))
+                   chip_kinds, params.get("transfer_scale", 0.5),
+                   params.get("dual_issue", True))
 
 
 def read_saved_doc(doc_path: Path, version: int, what: str) -> dict[str, Any]:
