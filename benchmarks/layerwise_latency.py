@@ -189,13 +189,15 @@ opened the store and read its run summaries as a DataFrame even when the store h
 * The service modules import pandas, the store and the fitting modules inside the functions
   that read history (`candidates.to_job` takes `None` for "no runs behind it"; the end-to-end
   route holds no DataFrame until it has a model); `jobcast.cli.views` imports Rich's tables
-  when it draws one.
+  when it draws one; `jobcast.cli.mlops` reads serve's option defaults from
+  `jobcast.mlops.limits` and imports the server (asyncio) only in `serve`.
+* Served: the memory verdict read the network's zoo spec from its JSON twice per request;
+  `layerwise.memory.network_layers` now keeps it per network and framework for the process
+  (about 10 -> 6.5 ms per warm forecast on this machine).
 
 What is left (the import table): typer with pydantic (typer 0.29 coerces every option through
-a pydantic `TypeAdapter`), numpy (the layerwise pricing needs it), the first layerwise
-forecast of a process (the shipped trees and the zoo spec; `served` is the warm figure), and
-`jobcast.cli.mlops`, which imports `jobcast.mlops.rest_app` (asyncio) for its option defaults
-whatever the command.
+a pydantic `TypeAdapter`), numpy (the layerwise pricing needs it) and the first layerwise
+forecast of a process (the shipped trees and the zoo spec; `served` is the warm figure).
 
 Reading the table: the 0.5 s target is the wall of `jobcast predict` on a quiet machine. On a
 shared, loaded one (the load average above) the wall stretches with the other work; the CPU

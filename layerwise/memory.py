@@ -64,6 +64,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from fleet.catalog import GpuSpec, resolve_gpu
@@ -318,10 +319,12 @@ class NetworkLayers:
     trainable_params: int
 
 
+@lru_cache(maxsize=32)
 def network_layers(name: str, framework: str = "tensorflow") -> NetworkLayers:
     """The shipped spec of a zoo network: the Keras zoo for TensorFlow, torchvision's for
     PyTorch, the other one as fallback; :class:`MemoryEstimateError` naming close names
-    otherwise."""
+    otherwise. Kept per (name, framework) for the process (a served forecast asks it twice
+    per request); callers only read it."""
     framework = _framework(framework)
     order = ("pytorch", "tensorflow") if framework == "pytorch" else ("tensorflow", "pytorch")
     for source in order:
