@@ -54,13 +54,16 @@ DOC = ROOT / "docs" / "layerwise-pytorch.md"
 SECTION_PREFIX = "## 8. Half precision as run"
 SECTION = SECTION_PREFIX + " (2026-11-26, shipped)"
 HALF = ("fp16", "bf16", "fp16-pure")
-# rule set -> target columns read by network_sums (declared before any figure of this module)
+# rule set -> target columns read by network_sums (declared before any figure of this module;
+# ceiling False: section 9's rule, benchmarks/layerwise_networks_v7.py, stays off here)
+_OFF = {"ceiling": False}
 RULES = {
-    "before": {"half_rule": "fp32", "casts_in_layers": False, "align8": False},
-    "+ TensorFlow half storage": {"half_rule": True, "casts_in_layers": False, "align8": False},
-    "+ channel alignment": {"half_rule": True, "casts_in_layers": False, "align8": None},
+    "before": {"half_rule": "fp32", "casts_in_layers": False, "align8": False, **_OFF},
+    "+ TensorFlow half storage": {"half_rule": True, "casts_in_layers": False, "align8": False,
+                                  **_OFF},
+    "+ channel alignment": {"half_rule": True, "casts_in_layers": False, "align8": None, **_OFF},
     "+ casts in layer prices (shipped)": {"half_rule": True, "casts_in_layers": True,
-                                          "align8": None},
+                                          "align8": None, **_OFF},
 }
 SHIPPED = "+ casts in layer prices (shipped)"
 NOT_SHIPPED = "+ channel alignment"
@@ -119,9 +122,7 @@ def summary(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def main() -> None:
     from layerwise.shipped import default_predictor
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-doc", action="store_true", help="print only")
-    args = parser.parse_args()
+    args = cli_args(__doc__.splitlines()[0])
     started = time.perf_counter()
     warnings.simplefilter("ignore")
     predictor = default_predictor()
@@ -160,15 +161,28 @@ def main() -> None:
 def write_section(md, framework: pd.DataFrame, table: pd.DataFrame, gpu: pd.DataFrame,
                   seconds: float) -> None:
     """Replace (or append) :data:`SECTION` of the doc; everything else is kept."""
-    parts = [SECTION, "", "`.venv/bin/python benchmarks/layerwise_networks_v6.py`", "", INTRO,
-             "Per framework (MAPE %, median bias %, 90 % interval coverage; the naive rule is "
-             "the roofline x one fitted efficiency on the same rows):", "", md(framework), "",
-             "Per suite:", "", md(table), "",
-             "Half-precision rows, one GPU out, per GPU (before, channel alignment, shipped):", "",
-             md(gpu), "",
-             READING, f"\nRun time {seconds:.0f} s.\n"]
+    replace_section(SECTION_PREFIX, section_parts(
+        SECTION, "layerwise_networks_v6.py", INTRO, md(framework), md(table),
+        "Half-precision rows, one GPU out, per GPU (before, channel alignment, shipped):",
+        md(gpu), READING, seconds))
+
+
+def section_parts(section: str, script: str, intro: str, framework_md: str, suites_md: str,
+                  gpu_title: str, gpu_md: str, reading: str, seconds: float) -> list[str]:
+    """The lines of one rule-set section: its command, intro, the per-framework, per-suite
+    and per-GPU tables, the reading and the run time."""
+    return [section, "", f"`.venv/bin/python benchmarks/{script}`", "", intro,
+            "Per framework (MAPE %, median bias %, 90 % interval coverage; the naive rule is "
+            "the roofline x one fitted efficiency on the same rows):", "", framework_md, "",
+            "Per suite:", "", suites_md, "", gpu_title, "", gpu_md, "", reading,
+            f"\nRun time {seconds:.0f} s.\n"]
+
+
+def replace_section(prefix: str, parts: list[str]) -> None:
+    """Replace the doc's section that starts with ``prefix`` (up to the next ``## ``) by
+    ``parts`` joined by newlines, or append it; everything else is kept."""
     text = DOC.read_text() if DOC.is_file() else ""
-    head, _, rest = text.partition(SECTION_PREFIX)
+    head, _, rest = text.partition(prefix)
     tail = ""
     if rest:
         nxt = rest.find("\n## ")
@@ -176,6 +190,12 @@ def write_section(md, framework: pd.DataFrame, table: pd.DataFrame, gpu: pd.Data
     DOC.write_text(head.rstrip("\n") + "\n\n" + "\n".join(parts)
                    + ("\n" + tail if tail else ""))
 
+
+def cli_args(description: str) -> argparse.Namespace:
+    """``--no-doc`` (print only), the one option of the section benchmarks."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--no-doc", action="store_true", help="print only")
+    return parser.parse_args()
 
 INTRO = """Where the half-precision error came from and what was done, on the rows and splits of
 sections 1-2 (composition forms as shipped: TensorFlow `additive-floor`, PyTorch

@@ -39,6 +39,17 @@ what was assumed. Rules:
   releases (cuDNN >= 8 kernels for any channel count) and a request without a version (a
   current framework) price it in half like the rest. The cut between the old releases and
   PyTorch 2.11 was chosen after seeing the figures (section 8).
+* **Half layers no slower than the framework's fp32** (:data:`HALF_CEILING`, issue 23,
+  section 9 of ``docs/layerwise-pytorch.md``): on a GPU with TF32 tensor cores (Ampere and
+  newer) the FP16/BF16 tensor-core peak is at least twice the TF32 and FP32 ones and a half
+  tensor moves half the bytes, so a convolution or dense layer priced at fp16/bf16 costs at
+  most its price at the precision the framework's ``fp32`` runs it there
+  (:attr:`RunPrecision.ceiling`: TF32 convolutions; PyTorch's matmuls in FP32, TensorFlow
+  >= 2.4's in TF32), applied per layer by :func:`layerwise.pricing.price_rows`. The per-op
+  trees, fitted on few large half convolutions, price some above that (vgg16's at batch 64
+  on the H100: half/TF32 0.74 against 0.62 measured in the network). No fitted constant;
+  chosen after seeing the figures among: the bound on convolutions only, on dense layers at
+  TF32 too, and 0.5x the TF32 price (section 9).
 * ``fp16-pure``: the whole model in half precision (``model.half()``), no casts: used for
   benchmarks that ran so (``torchvision_bench``), not a training recipe.
 * **Half rule**: a half request (``fp16``, ``bf16``, ``fp16-pure``) on a GPU with no FP16
@@ -100,6 +111,8 @@ PSEUDO_HALF_FRAMEWORKS = ("tensorflow",)
 CASTS_IN_LAYER_PRICES = True
 # framework releases before which half convolutions need aligned channels (module rules)
 ALIGN_BEFORE = {"pytorch": (1, 8), "tensorflow": (2, 4)}
+# half layers on GPUs with TF32 tensor cores priced at most at the framework's fp32 (rules)
+HALF_CEILING = True
 
 
 def request_precision(value: object) -> str:
@@ -126,6 +139,16 @@ class RunPrecision:
     casts: bool
     assumed: str
     align8: bool = False  # half convs need input channels % 8 == 0 for tensor cores
+    # (conv, matmul) precisions of the framework's fp32 here: a half layer's price ceiling
+    ceiling: tuple[str, str] | None = None
+
+    def ceiling_for(self, row: Mapping) -> str | None:
+        """The precision whose price bounds ``row``'s (module rules): a convolution or dense
+        layer priced in half under a :attr:`ceiling`; else None."""
+        if self.ceiling is None or row["layer"] not in WEIGHT_KINDS or \
+                self.for_row(row) not in ("fp16", "bf16"):
+            return None
+        return self.ceiling[1] if row["layer"] == "dense" else self.ceiling[0]
 
     def for_kind(self, kind: str) -> str:
         """The predictor precision of a layer kind."""
@@ -209,12 +232,13 @@ def default_tf32(framework: str, version: str | None = None) -> tuple[bool, bool
 
 def resolve(precision: object, framework: str, hw: Mapping,
             version: str | None = None, half_rule: bool | str = True,
-            align8: bool | None = None) -> RunPrecision:
+            align8: bool | None = None, ceiling: bool | None = None) -> RunPrecision:
     """The :class:`RunPrecision` of a request (module rules); ``version`` of the framework,
     None = a current one; ``half_rule`` False prices half requests as half everywhere (the
     rule before 2026-11-26), ``"fp32"`` as FP32 in every framework (the rule of 2026-11-26,
     before TensorFlow's half storage), for benchmarks that compare; ``align8`` None: the
-    channel alignment rule by the framework's version (module rules), True/False forces it."""
+    channel alignment rule by the framework's version (module rules), True/False forces it;
+    ``ceiling`` None: :data:`HALF_CEILING`, True/False forces it (comparisons)."""
     req = request_precision(precision)
     fw = "PyTorch" if str(framework).lower() == "pytorch" else "TensorFlow"
     tf32 = _has_tf32(hw)
@@ -233,8 +257,15 @@ def resolve(precision: object, framework: str, hw: Mapping,
                             "FP16 is slower than FP32: cuDNN runs the half tensors with FP32 "
                             "math, priced as fp32 (no TF32 on this GPU), no casts")
     align = _aligned_channels_only(framework, version) if align8 is None else bool(align8)
+    bound = None
+    if tf32 and (HALF_CEILING if ceiling is None else bool(ceiling)):
+        conv, matmul = default_tf32(framework, version)
+        bound = ("tf32" if conv else "fp32", "tf32" if matmul else "fp32")
     said = (f"; {fw} {version}: a convolution whose input channels are not a multiple of 8 "
             "(the image's) runs without tensor cores, priced as fp32") if align else ""
+    if bound:
+        said += (f"; a half convolution or dense layer priced at most at {fw}'s fp32 "
+                 f"({bound[0]} convolutions, {bound[1]} matmuls)")
     if req in ("fp16", "bf16"):
         how = "autocast + GradScaler" if fw == "PyTorch" else \
             "mixed_" + ("float16" if req == "fp16" else "bfloat16")
@@ -242,10 +273,12 @@ def resolve(precision: object, framework: str, hw: Mapping,
                             f"{req} mixed precision ({how}): convolutions and matmuls in {req}, "
                             "memory-bound layers at half the bytes (LayerNorm, softmax in fp32), "
                             "weight casts " + ("inside the layer prices" if CASTS_IN_LAYER_PRICES
-                                               else "priced as kernels") + said, align)
+                                               else "priced as kernels") + said, align,
+                            bound)
     if req == PURE:
         return RunPrecision(req, "fp16", "fp16", "fp16", "fp16", False,
-                            "the whole model in fp16 (model.half()), no casts" + said, align)
+                            "the whole model in fp16 (model.half()), no casts" + said, align,
+                            bound)
     if req == STRICT or not tf32:
         why = "TF32 off as asked" if req == STRICT else "no TF32 on this GPU"
         if req == "tf32":

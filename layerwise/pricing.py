@@ -11,6 +11,9 @@ backward ratios and the kernels are stated in :mod:`layerwise.compose`):
   configuration (its per-call floor, :func:`layerwise.as_run.floor_queries`).
 * **One prediction per distinct query**: repeated blocks ask the same rows many times; a
   query's identity is its keys and values (queries of one kind share their key order).
+* **Half layers' ceiling** (:meth:`layerwise.as_run.RunPrecision.ceiling_for`): such a row
+  also asks its queries at the ceiling's precision (forward, training step); its ms, low and
+  high are each at most that entry's; its floor stays the half kind's.
 * **One step's result** (:func:`step_result`): the dict both paths return, its warnings
   (:func:`step_warnings`) from the priced entries as records.
 * Imports numpy, the layer kinds and the roofline's families only: no pandas on the fast path.
@@ -101,24 +104,35 @@ def layer_entry(row: Mapping, method: str, fwd: int | None, train: int | None,
     return entry
 
 
+def _ask(queries: list[dict], row: Mapping, precision: str | RunPrecision, framework: str,
+         hw: Mapping, training: bool, optimizer: str) -> tuple[int, int | None]:
+    """Append a row's forward query and, for a GEMM kind in a training step, its
+    training-step query; their indices."""
+    fwd = len(queries)
+    queries.append(layer_query(row, "none", precision, framework, hw))
+    if not (training and family_of(row["layer"]) == "gemm"):
+        return fwd, None
+    queries.append(layer_query(row, optimizer, precision, framework, hw))
+    return fwd, fwd + 1
+
+
 def price_rows(rows: list[dict], known: Any, predict: Predict, hw: Mapping,
                precision: str | RunPrecision, training: bool, optimizer: str,
                framework: str) -> list[dict]:
     """One entry per row (module rules); ``known``: the kinds the predictor prices."""
     queries: list[dict] = []
     plan: list[tuple[int, str, int | None, int | None]] = []
+    bounds: dict[int, tuple[int, int | None]] = {}  # row -> its ceiling's queries (rules)
     for i, row in enumerate(rows):
         kind = row["layer"]
         if kind == "view" or kind not in known:
             plan.append((i, "none" if kind == "view" else "unpriced", None, None))
             continue
-        fwd = len(queries)
-        queries.append(layer_query(row, "none", precision, framework, hw))
-        train = None
-        if training and family_of(kind) == "gemm":
-            train = len(queries)
-            queries.append(layer_query(row, optimizer, precision, framework, hw))
+        fwd, train = _ask(queries, row, precision, framework, hw, training, optimizer)
         plan.append((i, "predictor", fwd, train))
+        top = precision.ceiling_for(row) if isinstance(precision, RunPrecision) else None
+        if top is not None:
+            bounds[i] = _ask(queries, row, top, framework, hw, training, optimizer)
     floors = floor_queries(rows, plan, queries, training, optimizer, precision, framework, hw,
                            layer_query)
     first: dict[tuple, int] = {}
@@ -139,6 +153,9 @@ def price_rows(rows: list[dict], known: Any, predict: Predict, hw: Mapping,
         if method == "predictor":
             entry["floor_ms"] = min(entry["low_ms"], entry_floor(
                 rows[i], training, train is not None, optimizer, cols["predicted_ms"], floors))
+        if i in bounds:  # the floor stays the half kind's
+            ref = layer_entry(rows[i], method, *bounds[i], cols, training, hw)
+            entry.update({c: min(entry[c], ref[c]) for c in ("ms", "low_ms", "high_ms")})
         entries.append(entry)
     return entries
 

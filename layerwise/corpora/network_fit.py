@@ -93,7 +93,9 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
     before the half rule of :func:`layerwise.as_run.resolve`; ``"fp32"``: the half rule before
     TensorFlow's half storage; for comparisons), ``casts_in_layers`` (True: AMP's weight casts
     not added as launches, :func:`layerwise.as_run.cast_launches`; comparisons),
-    ``align8`` (False: no channel alignment rule for half convolutions; comparisons).
+    ``align8`` (False: no channel alignment rule for half convolutions; comparisons),
+    ``ceiling`` (False: half layers without the fp32 price ceiling of
+    :func:`layerwise.as_run.resolve`; comparisons).
     """
     from layerwise.forecast import device_features
 
@@ -113,7 +115,8 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
         hw = device_features(str(t.gpu))
         version = getattr(t, "fw_version", None)
         run = resolve(str(t.precision), fw, hw, None if pd.isna(version) else str(version),
-                      half_rule=getattr(t, "half_rule", True), align8=getattr(t, "align8", None))
+                      half_rule=getattr(t, "half_rule", True), align8=getattr(t, "align8", None),
+                      ceiling=getattr(t, "ceiling", None))
         layers = price_layers(rows, pred, hw, run, True, opt, fw)
         memory = ~layers["layer"].map(family_of).eq("gemm")
         records.append({"sum_ms": layers["ms"].sum(), "low_ms": layers["low_ms"].sum(),
