@@ -37,7 +37,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
+from fleet.errors import FleetError
 from fleet.names import gpu_words, lookup_key, split_memory, unordered_key
 from fleet.precision import Precision, parse_precision
 
@@ -70,8 +72,10 @@ __all__ = [
 ]
 
 
-class UnknownGpuError(KeyError):
+class UnknownGpuError(FleetError, KeyError):
     """Raised for a GPU name the catalog cannot resolve; ``suggestions`` holds close names."""
+
+    kind: ClassVar[str] = "unknown_gpu"
 
     def __init__(self, name: str, suggestions: list[str], reason: str = ""):
         self.name = name
@@ -171,8 +175,8 @@ class GpuSpec:
         }
 
 
-class _RowError(ValueError):
-    pass
+class _RowError(FleetError, ValueError):
+    kind: ClassVar[str] = "catalog"
 
 
 def _text(row: dict[str, str | None], column: str, required: bool = True) -> str:

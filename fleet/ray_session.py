@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, ClassVar
+
+from fleet.errors import FleetError
 
 
-class RayMissing(ImportError):
+class RayMissing(FleetError, ImportError):
     """Work on Ray was asked for but the ``ray`` package is not installed."""
+
+    kind: ClassVar[str] = "missing_dependency"
 
     def __init__(self, what: str = "This") -> None:
         super().__init__(f"{what} needs the ray package, which is not installed: pip install ray")

@@ -21,12 +21,17 @@ import secrets
 import stat
 import tempfile
 from pathlib import Path
+from typing import ClassVar
+
+from ingest.errors import IngestError
 
 SECRET_MODE = 0o600
 
 
-class SecretFileError(RuntimeError):
+class SecretFileError(IngestError, RuntimeError):
     """A secret file is missing, unreadable or readable by others; says which and why."""
+
+    kind: ClassVar[str] = "secret_file"
 
 
 def new_secret() -> str:

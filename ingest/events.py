@@ -20,16 +20,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from fleet.deployment import Deployment
+from ingest.errors import IngestError
 
 Phase = Literal["train", "test"]
 PHASES: tuple[str, ...] = ("train", "test")
 
 
-class ParseError(ValueError):
+class ParseError(IngestError, ValueError):
     """A log could not be parsed: says which file, which line and why."""
+
+    kind: ClassVar[str] = "parse"
 
     def __init__(self, reason: str, *, line: int | None = None, source: str | None = None):
         self.reason = reason

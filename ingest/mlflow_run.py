@@ -31,8 +31,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from typing import ClassVar
 
 from fleet.deployment import Deployment
+from ingest.errors import IngestError
 from ingest.events import ParseContext, ParsedRun, ParseError
 from ingest.parsers.hparams import facts_meta, flag_devices, gpu_name, job_facts
 from ingest.parsers.steps import Mark, is_eval, progress_key, train_segments
@@ -43,8 +45,10 @@ _SYSTEM_GPU = re.compile(r"^system/(?:([^/]+)/)?gpu_(\d+)_")
 MAX_SYSTEM_KEYS = 40
 
 
-class Unfinished(Exception):
+class Unfinished(IngestError):
     """A run that has not ended yet: not stored, picked up by a later ingest."""
+
+    kind: ClassVar[str] = "unfinished"
 
 
 def _text_map(value: object) -> dict[str, str]:

@@ -20,10 +20,12 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from ingest.errors import IngestError
 from ingest.events import ParsedRun
 from ingest.home import default_store_url, ensure_home
 from ingest.migrations import SchemaVersionError, ensure_head
@@ -121,8 +123,10 @@ artifacts = sa.Table(
 __all__ = ["SchemaVersionError"]  # re-exported: raised when a store is at another revision
 
 
-class StoreError(RuntimeError):
+class StoreError(IngestError, RuntimeError):
     """The database refused a write; the message says what was being written and why."""
+
+    kind: ClassVar[str] = "store"
 
 
 def store_url(url: str | None = None) -> str:

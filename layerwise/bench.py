@@ -24,13 +24,14 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from fleet.precision import parse_precision
 from fleet.quiet_tf import quiet_import
 from layerwise.backends import TimingPlan, check_precision, get_backend, require_module
+from layerwise.errors import LayerwiseError
 from layerwise.layers import (
     LAYER_TYPES,
     TIME_COLUMNS,
@@ -145,8 +146,10 @@ def campaign_configs(
         yield row
 
 
-class CampaignFileError(ValueError):
+class CampaignFileError(LayerwiseError, ValueError):
     """The output file exists but cannot be resumed (e.g. a different header)."""
+
+    kind: ClassVar[str] = "campaign_file"
 
 
 def prepare_campaign_file(path: Path) -> set[str]:

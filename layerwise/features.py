@@ -10,11 +10,13 @@ when present, else from the GPU catalog by the ``gpu`` column.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
 from fleet.catalog import HW_KEYS, UnknownGpuError, resolve_gpu
+from layerwise.errors import LayerwiseError
 from layerwise.layers import LAYER_TYPES, OPTIMIZERS
 
 NUMERIC_HW = tuple(k for k in HW_KEYS if k != "hw_kind")
@@ -32,8 +34,10 @@ OPTIMIZER_SLOTS = {
 TRAIN_WORK_FACTOR = 3.0
 
 
-class FeatureError(ValueError):
+class FeatureError(LayerwiseError, ValueError):
     """Rows whose features cannot be computed (missing column, unknown GPU, bad value)."""
+
+    kind: ClassVar[str] = "feature"
 
 
 def _bool_series(values: pd.Series) -> pd.Series:

@@ -53,11 +53,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
+from layerwise.errors import LayerwiseError
 from layerwise.hardware import cpu_features, gpu_features
 
 FRAMEWORK = "pytorch"
@@ -71,8 +72,10 @@ BACKWARD = "autograd::engine::evaluate_function"
 MAX_TRACE_BYTES = 2_000_000_000
 
 
-class TraceError(ValueError):
+class TraceError(LayerwiseError, ValueError):
     """A file that is not a usable Kineto trace (message names the file and why)."""
+
+    kind: ClassVar[str] = "trace"
 
 
 @dataclass

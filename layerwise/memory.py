@@ -65,11 +65,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar
 
 from fleet.catalog import GpuSpec, resolve_gpu
 from fleet.precision import Precision, bytes_per_element, parse_precision
 from layerwise import zoo
+from layerwise.errors import LayerwiseError
 from layerwise.kinds.base import NetLayer
 from layerwise.kinds.mapping import NetworkSpecError
 from layerwise.zoo import torch_zoo
@@ -122,8 +123,10 @@ TORCH_INPUT_SAVERS = frozenset({"relu6", "hardtanh"})
 FRAMEWORKS = ("tensorflow", "pytorch")
 
 
-class MemoryEstimateError(ValueError):
+class MemoryEstimateError(LayerwiseError, ValueError):
     """A memory estimate that cannot be made (unknown network, GPU without memory, bad input)."""
+
+    kind: ClassVar[str] = "memory"
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
 from fleet.precision import Precision, bytes_per_element, parse_precision
+from layerwise.errors import LayerwiseError
 from layerwise.layers import LAYER_TYPES
 
 if TYPE_CHECKING:
@@ -55,8 +56,10 @@ def family_of(layer: str) -> str:
     return "gemm" if layer in GEMM_KINDS else "memory"
 
 
-class PhysicsError(ValueError):
+class PhysicsError(LayerwiseError, ValueError):
     """A row whose physics cannot be computed (unknown device, bad shape, bad precision)."""
+
+    kind: ClassVar[str] = "physics"
 
 
 @lru_cache(maxsize=512)

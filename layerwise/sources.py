@@ -19,10 +19,13 @@ kind can express gets ``layer`` = "" and is reported by :func:`unsupported`.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pandas as pd
 
 from fleet.framework import Framework
+from layerwise.errors import LayerwiseError
 
 FORMATS = ("justus", "neusight", "bench")
 NEUSIGHT_UNARY = {"relu": "relu", "gelu": "tanh", "tanh": "tanh", "sigmoid": "sigmoid"}
@@ -31,8 +34,10 @@ NEUSIGHT_FRAMEWORK = Framework.PYTORCH.value
 DEFAULT_FRAMEWORK = Framework.TENSORFLOW.value
 
 
-class SourceFormatError(ValueError):
+class SourceFormatError(LayerwiseError, ValueError):
     """A table whose columns match none of the known formats (message lists what is missing)."""
+
+    kind: ClassVar[str] = "source_format"
 
 
 def detect_format(columns: pd.Index | list[str]) -> str:

@@ -25,14 +25,18 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import ClassVar
 
 from models.dataset import stack_key
+from models.errors import ModelError
 from models.fitted import FittedModel
 from models.variant import compatible, describe_variant, variant_dict, variant_key, variant_rank
 
 
-class NoModelError(LookupError):
+class NoModelError(ModelError, LookupError):
     """No end-to-end model for the asked network x deployment x phase (x variant)."""
+
+    kind: ClassVar[str] = "no_model"
 
 
 @dataclass(frozen=True)

@@ -27,16 +27,20 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from typing import ClassVar
 
 from fleet.precision import parse_precision
+from models.errors import ModelError
 
 DEFAULTS: dict[str, str] = {"precision": "fp32", "compiler": "none", "data": "real"}
 UNSTATED = "unstated"  # how a key the history does not state is shown (e.g. its precision)
 _SPACE = re.compile(r"\s+")
 
 
-class BrokenMeta(ValueError):
+class BrokenMeta(ModelError, ValueError):
     """A run's system, variant or clock resolution cannot be read."""
+
+    kind: ClassVar[str] = "meta"
 
 
 def _canonical(key: str, value: str) -> str:

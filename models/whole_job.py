@@ -31,16 +31,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 import numpy as np
 from scipy import stats
 from sklearn.base import BaseEstimator
 
 from ingest.whole_job import WholeJobRun, deployment_identity, normal_key, whole_job_runs
+from models.errors import ModelError
 
 
-class WholeJobMiss(LookupError):
+class WholeJobMiss(ModelError, LookupError):
     """No whole-job forecast for this request; the message says why."""
+
+    kind: ClassVar[str] = "no_model"
 
 
 @dataclass(frozen=True)

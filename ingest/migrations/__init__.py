@@ -24,11 +24,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ingest.credentials import hide_password
+from ingest.errors import IngestError
 
 REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004")
 HEAD = REVISIONS[-1]
@@ -46,8 +48,10 @@ _version = sa.Table(
 )
 
 
-class SchemaVersionError(RuntimeError):
+class SchemaVersionError(IngestError, RuntimeError):
     """The store's schema is not the one this code reads; the message says what to do."""
+
+    kind: ClassVar[str] = "store"
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,9 @@ import json
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
+
+from ingest.errors import IngestError
 
 MAX_RECORD_BYTES = 1 << 31  # a TFRecord length beyond this is corruption, not data
 LEVELDB_BLOCK = 32768
@@ -38,8 +40,10 @@ LEVELDB_CHUNK_HEADER = 7
 WANDB_HEADER = b":W&B" + struct.pack("<HB", 0xBEE1, 0)
 
 
-class WireError(ValueError):
+class WireError(IngestError, ValueError):
     """Bytes that do not follow the framing: ``record`` is the 1-based record number."""
+
+    kind: ClassVar[str] = "parse"
 
     def __init__(self, reason: str, record: int | None = None):
         self.reason = reason

@@ -25,12 +25,16 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
+from ingest.errors import IngestError
 from ingest.prometheus.names import iso_time
 
 
-class PrometheusError(RuntimeError):
+class PrometheusError(IngestError, RuntimeError):
     """Prometheus could not be asked or did not answer usefully; the message says why."""
+
+    kind: ClassVar[str] = "prometheus"
 
 
 RETRY_STATUS = (429, 502, 503, 504)

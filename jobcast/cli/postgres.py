@@ -31,16 +31,20 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from ingest.credentials import new_secret, read_secret, secret_or_new, write_secret
+from jobcast.cli.errors import CliError
 
 SUPERUSER = "jobcast"
 WRITER, READER = "jobcast_writer", "jobcast_reader"
 ROLES = {"writer": WRITER, "reader": READER}
 
 
-class PostgresUnavailable(RuntimeError):
+class PostgresUnavailable(CliError, RuntimeError):
     """PostgreSQL's server programs are missing or the server cannot be run; says why."""
+
+    kind: ClassVar[str] = "postgres"
 
 
 def find_bin() -> Path:

@@ -17,6 +17,7 @@ import re
 import time
 from collections import Counter
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,7 @@ from fleet.deployment import Deployment
 from ingest.credentials import hide_password
 from ingest.store import Store, StoredRun
 from jobcast.cli import report_figures as figs
+from jobcast.cli.errors import CliError
 from models.dataset import progress_points
 from models.e2e import FittedModel, load_models
 from models.evaluation import held_out_predictions
@@ -371,8 +373,10 @@ def build_report(store: Store) -> str:
             f"<body>{body}</body></html>")
 
 
-class EmptyStoreError(ValueError):
+class EmptyStoreError(CliError, ValueError):
     """The store holds no run: there is nothing to report (the message says what to do)."""
+
+    kind: ClassVar[str] = "empty_store"
 
 
 def write_report(store: Store, out: Path) -> Path:

@@ -33,8 +33,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 from ingest.credentials import read_secret, secret_or_new, write_secret
+from jobcast.cli.errors import CliError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MLFLOW_ADMIN, MLFLOW_READER = "admin", "jobcast-reader"
@@ -49,8 +51,10 @@ authorization_function = mlflow.server.auth:authenticate_request_basic_auth
 """
 
 
-class StackAuthError(RuntimeError):
+class StackAuthError(CliError, RuntimeError):
     """The tracking server's users could not be set up; says why (never a secret)."""
+
+    kind: ClassVar[str] = "stack_auth"
 
 
 def auth_on(config: dict) -> bool:

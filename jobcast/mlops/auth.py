@@ -36,8 +36,10 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import ClassVar
 
 from ingest.credentials import SecretFileError, check_secret_file, write_secret
+from jobcast.mlops.errors import MlopsError
 
 TOKEN_FILE = "jobcast-tokens.json"
 TOKENS_ENV = "JOBCAST_TOKENS"
@@ -47,8 +49,10 @@ _NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 RELOAD_EVERY_S = 1.0
 
 
-class TokenError(ValueError):
+class TokenError(MlopsError, ValueError):
     """A token file or a token request that cannot be used (the message says why)."""
+
+    kind: ClassVar[str] = "token"
 
 
 @dataclass(frozen=True)

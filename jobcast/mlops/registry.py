@@ -19,11 +19,13 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
 from ingest.credentials import hide_password
+from jobcast.mlops.errors import MlopsError
 from jobcast.mlops.pyfunc_model import directory_fingerprint, log_forecaster
 from jobcast.mlops.serving import model_uri_of
 from jobcast.mlops.tracking import data_fingerprint, resolve_tracking_uri, tracking
@@ -42,8 +44,10 @@ EXPERIMENT = "jobcast-forecaster"
 VALIDATION_TAG = "validation_mape"
 
 
-class RegistryError(RuntimeError):
+class RegistryError(MlopsError, RuntimeError):
     """Registering or resolving the forecaster failed for a reason the user can act on."""
+
+    kind: ClassVar[str] = "registry"
 
 
 @dataclass

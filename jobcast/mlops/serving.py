@@ -45,7 +45,9 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
+from jobcast.mlops.errors import MlopsError
 from jobcast.mlops.gate import AuthLimits
 from jobcast.mlops.rest_app import RestApp, ServedModel, ServeLimits
 
@@ -53,8 +55,10 @@ BLOCKED_MODULES = ("tensorflow", "keras", "tf_keras")
 GRACE_S = 10.0  # after SIGTERM, the workers' time to finish before SIGKILL
 
 
-class ServeError(RuntimeError):
+class ServeError(MlopsError, RuntimeError):
     """The server could not start, for a reason the user can act on."""
+
+    kind: ClassVar[str] = "serve"
 
 
 def model_uri_of(name: str, alias: str | None, version: str | None) -> str:

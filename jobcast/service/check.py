@@ -33,9 +33,11 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
+from typing import ClassVar
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
 from ingest.whole_job import WholeJobRun, deployment_identity, whole_job_runs
+from jobcast.service.errors import ServiceError
 from models.whole_job import WholeJobMiss, whole_job_candidate
 
 BUSY_LOW = 0.5
@@ -44,8 +46,10 @@ EVENTS_HIGH = 0.2
 DEFAULT_THRESHOLD = 0.2
 
 
-class CheckError(ValueError):
+class CheckError(ServiceError, ValueError):
     """The job cannot be checked as asked; the message says what is missing."""
+
+    kind: ClassVar[str] = "check"
 
 
 @dataclass

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ingest.prometheus import (
     JobTrace,
@@ -39,6 +40,7 @@ from ingest.prometheus import (
     segments_from_samples,
     selector,
 )
+from jobcast.service.errors import ServiceError
 from jobcast.service.forecast import Outcome, Route
 from jobcast.service.request import JobRequest
 
@@ -47,8 +49,10 @@ MIN_PACE_UNCERTAINTY = 0.05
 CALIBRATION_SPAN = 1.0  # share of the planned steps after which r is fully trusted
 
 
-class EtaError(ValueError):
+class EtaError(ServiceError, ValueError):
     """The job cannot be forecast as it stands; the message says what is missing."""
+
+    kind: ClassVar[str] = "eta"
 
 
 def fetch_job(client: PrometheusClient, job_id: str, names: MetricNames | None = None, *,

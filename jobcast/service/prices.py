@@ -12,14 +12,18 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
+from jobcast.service.errors import ServiceError
 
 BUNDLED = Path(__file__).parent / "data" / "prices.csv"
 
 
-class PriceTableError(ValueError):
+class PriceTableError(ServiceError, ValueError):
     """A price table that cannot be read as written."""
+
+    kind: ClassVar[str] = "prices"
 
 
 @dataclass(frozen=True)

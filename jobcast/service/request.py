@@ -43,13 +43,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from fleet.data_parallel import parse_data_parallel
 from fleet.framework import parse_framework
 from fleet.precision import parse_precision
 from ingest.events import PHASES
 from ingest.validate import MAX_BATCH_SIZE, MAX_ITERATIONS
+from jobcast.service.errors import ServiceError
 from models.variant import parse_tags
 
 Kind = Literal["text", "whole", "number"]
@@ -137,9 +138,11 @@ _NOT_A_NAME = re.compile(r"[/\\{}]")  # a path or JSON text, not a network's nam
 _FILE_SUFFIXES = (".json", ".keras", ".h5")
 
 
-class JobRequestError(ValueError):
+class JobRequestError(ServiceError, ValueError):
     """A job request that cannot be forecast as written; ``field`` names the column at fault
     and ``row`` the table row (from 0) where known."""
+
+    kind: ClassVar[str] = "request"
 
     def __init__(self, message: str, *, field: str | None = None, row: int | None = None):
         super().__init__(message)

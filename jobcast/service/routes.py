@@ -24,12 +24,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fleet.catalog import resolve_gpu
 from fleet.deployment import Deployment, deployment_key
 from fleet.framework import parse_framework
 from jobcast.service.candidates import Ask, Candidate, own_scale, phase_steps, to_job
+from jobcast.service.errors import ServiceError
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest
 from layerwise.forecast import forecast_network
@@ -41,8 +42,10 @@ _CORE = ("seconds", "low", "high", "unit", "route", "model", "extrapolated")
 CACHE_SIZE = 512  # layerwise network forecasts kept per route (oldest dropped first)
 
 
-class RouteMiss(LookupError):
+class RouteMiss(ServiceError, LookupError):
     """This route has no answer for the job (no history, unknown device, ...)."""
+
+    kind: ClassVar[str] = "no_forecast"
 
 
 def _details(result: dict) -> dict[str, Any]:

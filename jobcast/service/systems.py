@@ -16,16 +16,19 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from jobcast.service.errors import ServiceError
 from models.variant import BrokenMeta, run_system
 
 if TYPE_CHECKING:
     from ingest.store import Store
 
 
-class SystemDeploymentError(ValueError):
+class SystemDeploymentError(ServiceError, ValueError):
     """The store cannot name one deployment for the system; the message says why."""
+
+    kind: ClassVar[str] = "system"
 
 
 def _system(meta: dict) -> str:

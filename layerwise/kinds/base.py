@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from fleet.precision import bytes_per_element, parse_precision
+from layerwise.errors import LayerwiseError
 from layerwise.kinds.mapping import ACTIVATION_COST, NetworkSpecError, shape_text
 from layerwise.kinds.space import (
     ACTIVATIONS,
@@ -41,8 +42,10 @@ Row = Mapping[str, Any]
 FLOOR_DEFAULTS: Mapping[str, Any] = {"padding": "same", "use_bias": False, "activation": "none"}
 
 
-class InvalidLayerConfig(ValueError):
+class InvalidLayerConfig(LayerwiseError, ValueError):
     """A layer configuration that cannot be built (e.g. kernel larger than a valid-padded input)."""
+
+    kind: ClassVar[str] = "layer_config"
 
 
 def elem_bytes(row: Row) -> float:

@@ -6,8 +6,9 @@ No kind or registry import here (kinds import this module).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
+from layerwise.errors import LayerwiseError
 from layerwise.kinds.space import PADDINGS, out_side
 
 # Keras activation -> the activation whose cost it is given (the predictor knows four).
@@ -19,8 +20,10 @@ ACTIVATION_COST = {
 }
 
 
-class NetworkSpecError(ValueError):
+class NetworkSpecError(LayerwiseError, ValueError):
     """A network spec, file or name that cannot be decomposed (message says where and why)."""
+
+    kind: ClassVar[str] = "network_spec"
 
 
 def shape_text(shape: tuple) -> str:
