@@ -19,19 +19,16 @@ from __future__ import annotations
 import base64
 import importlib.util
 import json
-import os
 import shlex
 import shutil
-import socket
-import subprocess
-import sys
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
-from paths import DATA, REPO
+from paths import DATA
+from pg_server import free_port
+from stack_support import run_jobcast, stack_env, stack_folder
 
 from ingest.credentials import SecretFileError, hide_password, read_secret, write_secret
 
@@ -41,27 +38,6 @@ AUTH = importlib.util.find_spec("flask_wtf") is not None
 JOB = {"network": "resnet50", "deployment": "nvidia-a100-sxm4-40gb-x8", "batch_size": 2048,
        "iterations": 20000}
 JOB_FLAGS = [x for k, v in JOB.items() for x in (f"--{k.replace('_', '-')}", str(v))]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _base_env() -> dict[str, str]:
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "TF_CPP_MIN_LOG_LEVEL": "2",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH"))
-                                         if p)}
-    for key in ("JOBCAST_STORE", "MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI",
-                "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
-        env.pop(key, None)
-    return env
-
-
-def _jobcast(*args: str, env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobcast", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, cwd=REPO)
 
 
 def _env_file(path: Path) -> dict[str, str]:
@@ -76,24 +52,17 @@ def _env_file(path: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def stack():
     """A running stack (PostgreSQL + tracking server, auth on when Flask-WTF is there)."""
-    from pg_server import PostgresUnavailable, ensure_postgres
-
-    try:
-        ensure_postgres()
-    except PostgresUnavailable as exc:
-        pytest.skip(f"no PostgreSQL server: {exc}")
-    # not pytest's private tmp folder: as root the server runs as `postgres`, which must enter
-    folder = Path(tempfile.mkdtemp(prefix="jobcast-stack-sec-"))
-    env = _base_env()
+    folder = stack_folder("jobcast-stack-sec-")
+    env = stack_env()
     args = ["--dir", str(folder)]
     try:
-        up = _jobcast("stack", "up", *args, "--pg-port", str(_free_port()), "--mlflow-port",
-                      str(_free_port()), "--serve-port", str(_free_port()),
+        up = run_jobcast("stack", "up", *args, "--pg-port", str(free_port()), "--mlflow-port",
+                      str(free_port()), "--serve-port", str(free_port()),
                       "--mlflow-auth" if AUTH else "--no-mlflow-auth", "--json", env=env)
         assert up.returncode == 0, up.stderr[-3000:]
         yield {"folder": folder, "env": env, "args": args, "up": up}
     finally:
-        _jobcast("stack", "down", *args, "--json", env=env, timeout=120)
+        run_jobcast("stack", "down", *args, "--json", env=env, timeout=120)
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -131,21 +100,21 @@ def test_the_writer_ingests_and_fits_the_reader_predicts(stack):
     reader = {**base, **_env_file(folder / "reader.env")}
     assert "jobcast_writer:" in writer["JOBCAST_STORE"]
     assert ("MLFLOW_TRACKING_PASSWORD" in writer) == AUTH
-    ingested = _jobcast("ingest", str(DATA / "mlperf"), "--json", env=writer)
+    ingested = run_jobcast("ingest", str(DATA / "mlperf"), "--json", env=writer)
     assert ingested.returncode == 0, ingested.stderr[-3000:]
     assert json.loads(ingested.stdout)["added"]
-    fitted = _jobcast("fit", "--json", env=writer)  # logs to the (authenticated) server
+    fitted = run_jobcast("fit", "--json", env=writer)  # logs to the (authenticated) server
     assert fitted.returncode == 0, fitted.stderr[-3000:]
-    predicted = _jobcast("predict", *JOB_FLAGS, "--json", env=reader)
+    predicted = run_jobcast("predict", *JOB_FLAGS, "--json", env=reader)
     assert predicted.returncode == 0, predicted.stderr[-3000:]
     assert json.loads(predicted.stdout)["seconds"] > 0
-    refused = _jobcast("ingest", str(DATA / "keras"), env=reader)  # the reader may not write
+    refused = run_jobcast("ingest", str(DATA / "keras"), env=reader)  # the reader may not write
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     assert "the store refused to write" in refused.stderr and "source D/env" in refused.stderr
-    registered = _jobcast("register", "--no-calibrate", "--json", env=writer)
+    registered = run_jobcast("register", "--no-calibrate", "--json", env=writer)
     assert registered.returncode == 0, registered.stderr[-3000:]
     # a second `up` starts the forecast server: as the reader, on the store and the server
-    up = _jobcast("stack", "up", *stack["args"], "--json", env=base)
+    up = run_jobcast("stack", "up", *stack["args"], "--json", env=base)
     assert up.returncode == 0, up.stderr[-3000:]
     forecast = {p["name"]: p for p in json.loads(up.stdout)["pieces"]}["forecast"]
     assert forecast["running"], forecast
@@ -240,7 +209,7 @@ def test_no_secret_in_the_process_table_files_status_or_logs(stack):
             except OSError:
                 continue  # a PostgreSQL temp file removed meanwhile
     for args in (("status",), ("status", "--json"), ("logs", "-n", "200")):
-        done = _jobcast("stack", *args, *stack["args"], env=env)
+        done = run_jobcast("stack", *args, *stack["args"], env=env)
         assert done.returncode == 0, done.stderr[-2000:]
         places[f"stack {' '.join(args)}"] = (done.stdout + done.stderr).encode()
     places["stack up --json"] = (stack["up"].stdout + stack["up"].stderr).encode()
@@ -257,13 +226,13 @@ def test_a_group_readable_secret_file_is_refused(stack):
     secret = folder / "pg-reader.password"
     secret.chmod(0o640)
     try:
-        done = _jobcast("stack", "status", *stack["args"], env=stack["env"])
+        done = run_jobcast("stack", "status", *stack["args"], env=stack["env"])
     finally:
         secret.chmod(0o600)
     assert done.returncode != 0
     assert str(secret) in done.stderr and "chmod 600" in done.stderr
     assert "Traceback" not in done.stderr
-    assert _jobcast("stack", "status", *stack["args"], env=stack["env"]).returncode == 0
+    assert run_jobcast("stack", "status", *stack["args"], env=stack["env"]).returncode == 0
 
 
 def test_secret_files_are_written_0600_and_refused_when_others_may_read(tmp_path):

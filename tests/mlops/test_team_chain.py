@@ -6,18 +6,17 @@ a forecast request -> ``stack down`` stops everything."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import socket
 import subprocess
-import sys
-import tempfile
 import urllib.request
 from pathlib import Path
 
 import pytest
-from paths import DATA, REPO
+from paths import DATA
+from pg_server import free_port
+from stack_support import run_jobcast, stack_env, stack_folder
 
 pytestmark = pytest.mark.slow
 
@@ -25,20 +24,9 @@ JOB = {"network": "resnet50", "deployment": "nvidia-a100-sxm4-40gb-x8", "batch_s
        "iterations": 20000, "phase": "train"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _jobcast(*args: str, env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobcast", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, cwd=REPO)
 
 
 def _json(done: subprocess.CompletedProcess):
@@ -74,22 +62,12 @@ def _mlflow_runs_in_postgres(folder: Path, port: int) -> int:
 
 
 def test_ingest_fit_register_serve_on_postgres_and_a_tracking_server():
-    from pg_server import PostgresUnavailable, ensure_postgres
-
-    try:
-        ensure_postgres()
-    except PostgresUnavailable as exc:
-        pytest.skip(f"no PostgreSQL server: {exc}")
-    # not pytest's private tmp folder: as root the server runs as `postgres`, which must enter
-    folder = Path(tempfile.mkdtemp(prefix="jobcast-stack-"))
-    ports = [_free_port() for _ in range(3)]
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "TF_CPP_MIN_LOG_LEVEL": "2",
-           "PYTHONPATH": str(REPO)}
-    for key in ("JOBCAST_STORE", "MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
-        env.pop(key, None)
+    folder = stack_folder("jobcast-stack-")
+    ports = [free_port() for _ in range(3)]
+    env = stack_env()
     stack = ["--dir", str(folder)]
     try:
-        first = _pieces(_json(_jobcast(
+        first = _pieces(_json(run_jobcast(
             "stack", "up", *stack, "--pg-port", str(ports[0]), "--mlflow-port", str(ports[1]),
             "--serve-port", str(ports[2]), "--json", env=env)))
         assert first["postgres"]["running"] and first["mlflow"]["running"]
@@ -100,21 +78,21 @@ def test_ingest_fit_register_serve_on_postgres_and_a_tracking_server():
         store, tracking = urls["JOBCAST_STORE"], urls["MLFLOW_TRACKING_URI"]
         assert store.startswith("postgresql+psycopg://") and tracking == first["mlflow"]["url"]
 
-        ingested = _json(_jobcast("ingest", str(DATA / "mlperf"), "--store", store, "--json",
+        ingested = _json(run_jobcast("ingest", str(DATA / "mlperf"), "--store", store, "--json",
                                   env=env))
         assert ingested["added"] and not ingested["rejected"]
-        fitted = _json(_jobcast("fit", "--store", store, "--tracking-uri", tracking, "--json",
+        fitted = _json(run_jobcast("fit", "--store", store, "--tracking-uri", tracking, "--json",
                                 env=env))
         assert any(str(m.get("model") or m.get("model_id", "")).startswith("e2e/")
                    for m in fitted)
-        registered = _json(_jobcast("register", "--store", store, "--tracking-uri", tracking,
+        registered = _json(run_jobcast("register", "--store", store, "--tracking-uri", tracking,
                                     "--no-calibrate", "--json", env=env))
         assert registered["promoted"] and registered["version"] == "1"
         # the tracking server keeps its runs in PostgreSQL and its artifacts in D/artifacts
         assert _mlflow_runs_in_postgres(folder, ports[0]) >= 2
         assert any(p.is_file() for p in (folder / "artifacts").rglob("*"))
 
-        second = _pieces(_json(_jobcast("stack", "up", *stack, "--json", env=env)))
+        second = _pieces(_json(run_jobcast("stack", "up", *stack, "--json", env=env)))
         assert all(p["running"] for p in second.values()), second
         request = urllib.request.Request(
             f"{second['forecast']['url']}/invocations",
@@ -124,7 +102,7 @@ def test_ingest_fit_register_serve_on_postgres_and_a_tracking_server():
             [served] = json.load(resp)["predictions"]
         assert served["error"] is None
         assert 0 < served["low"] <= served["seconds"] <= served["high"]
-        local = _json(_jobcast("predict", "--store", store, "--network", JOB["network"],
+        local = _json(run_jobcast("predict", "--store", store, "--network", JOB["network"],
                                "--deployment", JOB["deployment"], "--batch-size",
                                str(JOB["batch_size"]), "--iterations", str(JOB["iterations"]),
                                "--json", env=env))
@@ -132,10 +110,10 @@ def test_ingest_fit_register_serve_on_postgres_and_a_tracking_server():
         # may add calibration the registered version was built without)
         assert served["model"] == local["model"]
         assert served["seconds"] == pytest.approx(local["seconds"], rel=0.05)
-        logs = _jobcast("stack", "logs", *stack, "--service", "forecast", "-n", "5", env=env)
+        logs = run_jobcast("stack", "logs", *stack, "--service", "forecast", "-n", "5", env=env)
         assert logs.returncode == 0 and "forecast" in logs.stdout
     finally:
-        down = _jobcast("stack", "down", *stack, "--json", env=env, timeout=120)
+        down = run_jobcast("stack", "down", *stack, "--json", env=env, timeout=120)
         try:
             assert not any(p["running"] for p in _json(down)["pieces"])
             assert not any(_listening(p) for p in ports)
