@@ -4,11 +4,15 @@ Rules: ``tensorflow`` (Keras / ``tf.function`` graphs, the default) or ``pytorch
 ``torch.nn``). :func:`parse_framework` is the one place that turns a spelling (``tf``,
 ``keras``, ``torch``, ``PyTorch``) into a :class:`Framework`; missing values (``None``, ``""``,
 NaN) mean ``tensorflow``; anything else raises :class:`ValueError` listing the choices.
+:func:`stack_framework` is the one place that reads a framework out of a history's software
+stack (its first word found in :data:`STACK_FRAMEWORKS`; Caffe calls one cuDNN/cuBLAS kernel
+per layer without a graph runtime, so it runs like eager ``pytorch``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from enum import StrEnum
 
 
@@ -40,3 +44,17 @@ def parse_framework(value: object) -> Framework:
     except KeyError:
         raise ValueError(f"unknown framework {value!r}; choose from "
                          f"{', '.join(FRAMEWORKS)}") from None
+
+
+# Words of a software stack -> the framework whose layers run the same way.
+STACK_FRAMEWORKS = {"caffe": "pytorch", "pytorch": "pytorch", "torch": "pytorch",
+                    "tensorflow": "tensorflow", "tf": "tensorflow", "keras": "tensorflow"}
+
+
+def stack_framework(stack: str | None, default: str) -> str:
+    """The framework of a history's ``stack`` (its first word, case-folded, found in
+    :data:`STACK_FRAMEWORKS`), else ``default``."""
+    for word in re.split(r"[^a-z0-9]+", str(stack or "").casefold()):
+        if word in STACK_FRAMEWORKS:
+            return STACK_FRAMEWORKS[word]
+    return default

@@ -51,14 +51,14 @@ from models.torch_parallel import (
 )
 
 STRATEGIES = {"tensorflow": "allreduce", "pytorch": "ddp"}  # a framework's modern default (auto)
-_TF1 = re.compile(r"(?:tensorflow|\btf)[\s_-]*v?1\.\d+|\btf1\b", re.IGNORECASE)  # NGC -tf1-
+TF1_STACK = re.compile(r"(?:tensorflow|\btf)[\s_-]*v?1\.\d+|\btf1\b", re.IGNORECASE)  # NGC -tf1-
 
 
 def auto_strategy(framework: str, stack: str | None = None) -> str:
     """The mechanism ``auto`` means: ``replicated`` when the ``stack`` the user named is
     TensorFlow 1.x, else the framework's modern default (:data:`STRATEGIES`)."""
     fw = parse_framework(framework).value
-    if fw == "tensorflow" and stack and _TF1.search(str(stack)):
+    if fw == "tensorflow" and stack and TF1_STACK.search(str(stack)):
         return "replicated"
     return STRATEGIES[fw]
 

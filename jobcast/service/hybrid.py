@@ -13,9 +13,9 @@ hybrid takes that shape and calibrates it on the key's runs (docs/batch-hybrid.m
   composition's per-step and per-kernel overhead, plus the gradient all-reduce of a
   data-parallel step), V(B) is the priced layers' sum. A training step prices the request's
   optimizer (``sgd`` when none), the test phase a forward pass. The shape is that of the
-  framework the history ran (:func:`shape_framework`: its stack's words; Caffe calls one
-  cuDNN/cuBLAS kernel per layer without a graph runtime, so it takes the eager ``pytorch``
-  composition), the request's framework where the stack names none.
+  framework the history ran (:func:`fleet.framework.stack_framework`: its stack's words;
+  Caffe runs like the eager ``pytorch`` composition), the request's framework where the
+  stack names none.
 * **Scale** (:class:`BatchShapeCalibrator`): the history's ratio to the layerwise step,
   ln(history / (O + V(b))) at each observed batch size b, interpolated in ln batch between
   them and held at the nearest beyond them: step(B) = ratio(B) x (O + V(B)). One batch size
@@ -43,13 +43,13 @@ hybrid takes that shape and calibrates it on the key's runs (docs/batch-hybrid.m
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from fleet.framework import stack_framework
 from jobcast.service.candidates import Ask, Candidate, own_scale, phase_steps, to_job
 from jobcast.service.e2e_route import EndToEndRoute, owned_by
 from jobcast.service.forecast import Forecast, Route
@@ -65,9 +65,6 @@ if TYPE_CHECKING:
     from jobcast.service.batch_shape import BatchShapeCalibrator
 
 MAX_MODELS = 4  # hybrid candidates per request
-# Words of a software stack -> the layerwise framework whose composition runs it the same way.
-STACK_FRAMEWORKS = {"caffe": "pytorch", "pytorch": "pytorch", "torch": "pytorch",
-                    "tensorflow": "tensorflow", "tf": "tensorflow", "keras": "tensorflow"}
 
 
 @dataclass(frozen=True)
@@ -98,15 +95,6 @@ def priced(req: JobRequest) -> bool:
     zoo spec at its own image size (anything else would build a Keras model per process)."""
     name = zoo.lookup(req.network)
     return name is not None and req.image_size in (None, zoo.load(name).image_size)
-
-
-def shape_framework(stack: str | None, requested: str) -> str:
-    """The layerwise framework of a history's stack (first word found in
-    :data:`STACK_FRAMEWORKS`), else ``requested``."""
-    for word in re.split(r"[^a-z0-9]+", stack_key(stack)):
-        if word in STACK_FRAMEWORKS:
-            return STACK_FRAMEWORKS[word]
-    return requested
 
 
 def _run_rate(run: pd.DataFrame) -> tuple[float, float] | None:
@@ -200,7 +188,7 @@ class HybridRoute:
                  store: Store | None = None, framework: str | None = None,
                  calibrator: BatchShapeCalibrator | None = None,
                  points: pd.DataFrame | None = None):
-        """``framework`` fixes the shape's framework (None: :func:`shape_framework`);
+        """``framework`` fixes the shape's framework (None: its stack's, `stack_framework`);
         ``calibrator`` is the unfitted estimator to clone per forecast (default settings);
         ``points``: progress points to read history from instead of ``store``."""
         self.layerwise = layerwise
@@ -321,7 +309,7 @@ class HybridRoute:
                   result: Forecast) -> Forecast:
         steps = _steps(req)
         obs = pd.DataFrame([o.__dict__ for o in history.observations])
-        framework = self.framework or shape_framework(model.stack, req.framework)
+        framework = self.framework or stack_framework(model.stack, req.framework)
         batches = sorted({*history.batch_sizes, int(req.batch_size)})
         shapes = self.shape(req, batches, framework)
         fit_x = obs.merge(shapes, on="batch_size")

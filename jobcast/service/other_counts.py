@@ -26,6 +26,7 @@ import math
 from typing import Any
 
 from fleet.deployment import Deployment
+from fleet.framework import stack_framework
 from jobcast.service.request import JobRequest
 from models.e2e import FittedModel, forecast
 
@@ -68,13 +69,13 @@ def history_strategy(req: JobRequest, model: FittedModel) -> tuple[str, str]:
     request's ``data_parallel`` when named, else :func:`models.scaling.auto_strategy` of the
     history's own stack (TensorFlow 1.x: replicated variables; TensorFlow 2: one all-reduce;
     anything else, PyTorch, MXNet, Horovod or unknown: DDP-like overlapped all-reduce)."""
-    from models.scaling import auto_strategy, resolve_strategy
+    from models.scaling import TF1_STACK, auto_strategy, resolve_strategy
 
     if req.data_parallel and req.data_parallel != "auto":
         return resolve_strategy(req.data_parallel, "pytorch"), "asked (--data-parallel)"
     stack = model.stack or ""
-    framework = "tensorflow" if "tensorflow" in stack.lower() or stack.lower().startswith(
-        "tf") else "pytorch"
+    framework = ("tensorflow" if TF1_STACK.search(stack)
+                 else stack_framework(stack, default="pytorch"))
     return auto_strategy(framework, stack), f"auto for the history's stack ({stack or 'unknown'})"
 
 

@@ -22,7 +22,6 @@ from jobcast.service.hybrid import (
     HybridRoute,
     history_from_points,
     key_points,
-    shape_framework,
 )
 from jobcast.service.request import JobRequest
 from jobcast.service.routes import LAYERWISE_MODEL, EndToEndRoute, LayerwiseRoute
@@ -170,6 +169,8 @@ def test_calibrator_passes_through_history_and_rejects_bad_input(one_batch):
 
 
 def test_stack_words_pick_the_shape_framework():
+    from fleet.framework import stack_framework as shape_framework
+
     assert shape_framework("Caffe", "tensorflow") == "pytorch"
     assert shape_framework("NVIDIA TensorFlow 20.06", "pytorch") == "tensorflow"
     assert shape_framework("MXNet NGC 18.11", "tensorflow") == "tensorflow"

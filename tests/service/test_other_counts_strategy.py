@@ -22,6 +22,7 @@ def _req(**extra) -> JobRequest:
     ("tensorflow-1.15", "replicated"),
     ("TF 1.14 (tf_cnn_benchmarks)", "replicated"),
     ("tensorflow-2.15", "allreduce"),
+    ("Keras 3 (JAX off)", "allreduce"),
     ("mxnet-1.9 horovod", "ddp"),
     ("pytorch-2.3", "ddp"),
     (None, "ddp"),
