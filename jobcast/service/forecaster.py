@@ -96,18 +96,19 @@ def _hybrid(fc: Forecaster) -> Proposer:
     return HybridRoute(fc.layerwise.layerwise, fc.end_to_end, fc.store, points=fc.points)
 
 
-# The registry: each entry builds one route from the forecaster's parts, in proposing order.
-ROUTES: list[tuple[str, Callable[[Forecaster], Proposer]]] = [
-    ("rate", _rates),
-    ("whole-job", _whole_job),
-    ("end-to-end", lambda fc: fc.end_to_end),
-    ("hybrid", _hybrid),
-    ("layerwise", lambda fc: fc.layerwise),
+# The registry: each entry builds one route from the forecaster's parts, in proposing order,
+# and says whether the route answers from history alone: a forecaster without any (no store,
+# models, run summaries or progress points; :attr:`Forecaster.has_history`) does not build
+# those, as they would propose nothing and miss nothing, so its forecast loads neither pandas
+# nor SQLAlchemy.
+ROUTES: list[tuple[str, Callable[[Forecaster], Proposer], bool]] = [
+    ("rate", _rates, True),
+    ("whole-job", _whole_job, True),
+    ("end-to-end", lambda fc: fc.end_to_end, True),
+    ("hybrid", _hybrid, True),
+    ("layerwise", lambda fc: fc.layerwise, False),
 ]
-# The routes that answer from history alone: a forecaster without any (no store, models, run
-# summaries or progress points; :attr:`Forecaster.has_history`) does not build them, as they
-# would propose nothing and miss nothing, so its forecast loads neither pandas nor SQLAlchemy.
-HISTORY_ROUTES = frozenset({"rate", "whole-job", "end-to-end", "hybrid"})
+HISTORY_ROUTES = frozenset(name for name, _, from_history in ROUTES if from_history)
 
 
 class Forecaster:
@@ -211,8 +212,8 @@ class Forecaster:
         """The registry's routes (:data:`ROUTES`), less the history routes where there is
         no history (:data:`HISTORY_ROUTES`)."""
         if self._routes is None:
-            self._routes = [build(self) for name, build in ROUTES
-                            if self.has_history or name not in HISTORY_ROUTES]
+            self._routes = [build(self) for _, build, from_history in ROUTES
+                            if self.has_history or not from_history]
         return self._routes
 
     def stored_keys(self) -> set[str]:

@@ -70,7 +70,7 @@ def test_without_history_the_answer_is_the_empty_stores(ask, empty_store):
     assert _answer(bare, ask) == _answer(Forecaster(empty_store), ask)
     assert not bare.has_history
     assert [r.name for r in bare.routes] == [r.name for r in (bare.layerwise,)]
-    assert {name for name, _ in ROUTES} - HISTORY_ROUTES == {"layerwise"}
+    assert {name for name, *_ in ROUTES} - HISTORY_ROUTES == {"layerwise"}
 
 
 def _run() -> ParsedRun:
