@@ -49,12 +49,12 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
+import mlflow
 import pandas as pd
 from mlflow.models import ModelSignature
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 from mlflow.types.schema import AnyType
 
-import mlflow
 from jobcast.service.forecast import ForecastFailure, Outcome
 from jobcast.service.forecaster import Forecaster
 from jobcast.service.request import FIELDS, Field, JobRequest

@@ -239,9 +239,8 @@ def _alias_holder(client, name: str, alias: str) -> tuple[str | None, float | No
 def resolve_model_uri(name: str, alias: str | None, version: str | None,
                       tracking_uri: str) -> str:
     """``models:/NAME/VERSION`` or ``models:/NAME@ALIAS``, checked to exist in the registry."""
-    from mlflow.exceptions import MlflowException
-
     import mlflow
+    from mlflow.exceptions import MlflowException
 
     client = mlflow.MlflowClient(tracking_uri, registry_uri=tracking_uri)
     try:

@@ -71,9 +71,9 @@ def pinned_model_uri(model_uri: str, tracking_uri: str) -> str:
     checked to exist; other URIs as given. Raises :class:`ServeError` naming what is missing."""
     if not model_uri.startswith("models:/"):
         return model_uri
+    import mlflow
     from mlflow.exceptions import MlflowException
 
-    import mlflow
     from ingest.credentials import hide_password
 
     ref = model_uri[len("models:/"):]

@@ -76,10 +76,9 @@ def tracking(tracking_uri: str, experiment: str) -> Iterator[str]:
     Inside ``mlflow run`` (``$MLFLOW_RUN_ID`` names a run of this tracking server) the block
     logs into that run and its experiment instead.
     """
+    import mlflow
     from mlflow.tracking._model_registry import utils as registry_utils
     from mlflow.tracking._tracking_service import utils as tracking_utils
-
-    import mlflow
 
     # What was set explicitly (None: MLflow's default), not the resolved URIs, so that the
     # registry follows the tracking URI again afterwards; set_tracking_uri also exports

@@ -268,6 +268,7 @@ def test_open_paths_and_refusals(secure):
 @slow
 def test_authorised_answers_are_the_models(secure):
     import mlflow
+
     from jobcast.mlops.rest_app import _plain
     from jobcast.service.request import requests_from_rows
 

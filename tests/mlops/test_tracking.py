@@ -161,6 +161,7 @@ def test_layerwise_run_logs_metrics_plot_and_predictor(tmp_path):
 
 def test_layerwise_training_run_from_a_fitted_predictor(tmp_path):
     import mlflow
+
     from jobcast.mlops.tracking import log_layerwise_training
     from layerwise.predictor import LayerPredictor
 
