@@ -1,12 +1,16 @@
 """The layout's rules (docs/architecture.md), checked on the source: imports flow one way.
 
 Every import counts, module-level and inside functions, so a cycle cannot hide in a
-function body.
+function body. The doc is the rule: its room table's "may import" column must equal
+``ALLOWED``, and every library module must be named in its room's row (``name.py``,
+`` `name` ``, or a folder ``folder/`` that holds it), so a module added without its line in
+the map fails here.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -26,6 +30,27 @@ ALLOWED: dict[str, set[str]] = {
                     "jobcast.mlops", "jobcast.instrument"},
 }
 MAX_LINES = 600
+DOC = ROOT / "docs" / "architecture.md"
+ROW = re.compile(r"^\| `(?P<room>[a-z/]+)/` \| (?P<owns>.*) \| (?P<may>.*) \|$")
+
+
+def _doc_rows() -> dict[str, tuple[str, str]]:
+    """The room table of docs/architecture.md: room -> (owns, may import)."""
+    rows = {}
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        if m := ROW.match(line):
+            rows[m["room"].replace("/", ".")] = (m["owns"], m["may"])
+    return rows
+
+
+def _doc_allowed(may: str, rooms: set[str]) -> set[str]:
+    """The rooms a "may import" cell names: backticked room names; "everything" is all."""
+    if may.startswith("everything"):
+        return rooms
+    named = set(re.findall(r"`([a-z.]+)`", may))
+    if "the above" in may:
+        named |= {"fleet", "ingest", "models", "layerwise"}
+    return named & rooms
 
 
 def _module_name(path: Path) -> str:
@@ -143,3 +168,43 @@ def test_the_checker_sees_function_local_imports(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from jobcast.cli.app import main\n    return main\n")
     assert "jobcast.cli.app" in _imports("ingest.m", source)
+
+
+def test_the_doc_table_is_the_rule():
+    rows = _doc_rows()
+    assert set(rows) == set(ALLOWED)
+    for room, (_, may) in rows.items():
+        expected = ALLOWED[room] if room != "jobcast.cli" else set(ALLOWED) - {room}
+        assert _doc_allowed(may, set(ALLOWED) - {room}) == expected, (room, may)
+
+
+def _named_in(row: str, inner: tuple[str, ...]) -> bool:
+    stem = Path(inner[-1]).stem
+    if stem == "__init__" and len(inner) == 1:
+        return True
+    if re.search(rf"(?<![A-Za-z0-9_]){re.escape(stem)}\.py", row) or f"`{stem}`" in row:
+        return True
+    return any(f"{folder}/" in row for folder in inner[:-1])
+
+
+def test_every_library_module_is_named_in_its_room_row():
+    rows = _doc_rows()
+    missing = []
+    for name, path in _sources().items():
+        room = _room(name)
+        if room not in rows:  # jobcast/__init__, jobcast/__main__
+            continue
+        parts = path.relative_to(ROOT).parts
+        inner = parts[2:] if room.startswith("jobcast.") else parts[1:]
+        if not _named_in(rows[room][0], inner):
+            missing.append(str(path.relative_to(ROOT)))
+    assert not missing, "modules missing from docs/architecture.md's room table:\n" + \
+        "\n".join(missing)
+
+
+def test_the_doc_check_fails_on_a_module_it_does_not_name():
+    row = "the pipeline (`pipeline.py`), parsers (`parsers/`), `wire`"
+    assert _named_in(row, ("pipeline.py",)) and _named_in(row, ("parsers", "x.py"))
+    assert _named_in(row, ("parsers", "wire.py")) and _named_in(row, ("__init__.py",))
+    assert not _named_in(row, ("parallel.py",))
+    assert not _named_in(row, ("line.py",))  # not a part of another name
