@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # package index offers one, else PyTorch's CPU index.
 TORCH_CPU ?= torch==2.13.0+cpu
 
-.PHONY: demo test lint bench clean system-deps
+.PHONY: demo test lint typecheck bench clean system-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(STAMP)   ## install, then run the main job on the bundled samples
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# mypy on the rooms pyproject.toml's [tool.mypy] lists (fleet, models, jobcast/service): 0 errors.
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
 # The tests start a real Prometheus and PostgreSQL and render the report in a real Chromium
 # (Debian packages, run on 127.0.0.1 only). Installed here when missing; the tests also try.
 system-deps:
@@ -36,7 +40,7 @@ system-deps:
 	  || echo "warning: could not install prometheus/chromium/postgresql: their tests will skip"; \
 	fi
 
-test: $(STAMP) lint system-deps   ## install, then run the whole test suite
+test: $(STAMP) lint typecheck system-deps   ## install, then run the whole test suite
 	MLFLOW_DISABLE_TELEMETRY=true TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q --durations=15 --nbmake tests notebooks
 
 bench: $(STAMP)   ## performance and accuracy benchmarks (results go to docs/)

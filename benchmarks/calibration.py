@@ -46,13 +46,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from fleet.quiet_tf import quiet_import  # noqa: E402
 from ingest.pipeline import ingest_paths  # noqa: E402
 from ingest.store import Store  # noqa: E402
-from jobcast.service.calibration import layerwise_observations  # noqa: E402
-from models.calibration import (  # noqa: E402
+from jobcast.service.scale_calibration import layerwise_observations  # noqa: E402
+from models.dataset import progress_points  # noqa: E402
+from models.e2e import choose, fit_points, forecast  # noqa: E402
+from models.scale_calibration import (  # noqa: E402
     ScaleCalibrator,
     observed_runs,
 )
-from models.dataset import progress_points  # noqa: E402
-from models.e2e import choose, fit_points, forecast  # noqa: E402
 
 MLPERF = REPO.parent / "shared" / "data" / "logs" / "mlperf"
 MAX_K = 3

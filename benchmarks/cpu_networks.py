@@ -34,14 +34,14 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import numpy as np
+import pandas as pd
 
-from fleet.quiet_tf import quiet_import  # noqa: E402
-from layerwise.bench import TimingPlan, bench_row, run_campaign  # noqa: E402
-from layerwise.forecast import forecast_network  # noqa: E402
-from layerwise.layers import LAYER_TYPES, layer_of  # noqa: E402
-from layerwise.network import build_application, spec_to_keras  # noqa: E402
+from fleet.quiet_tf import quiet_import
+from layerwise.bench import TimingPlan, bench_row, run_campaign
+from layerwise.forecast import forecast_network
+from layerwise.layers import LAYER_TYPES, layer_of
+from layerwise.network import build_application, spec_to_keras
 
 LAYERS = ["conv", "dense", "dwconv", "pool", "bn", "act", "add"]
 

@@ -52,13 +52,13 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-from ingest.pipeline import ingest_paths  # noqa: E402
-from ingest.store import Store  # noqa: E402
-from jobcast.service.backtest import fit_selector  # noqa: E402
-from jobcast.service.fitting import fit_store_all  # noqa: E402
-from jobcast.service.forecaster import Forecaster  # noqa: E402
-from jobcast.service.request import JobRequest  # noqa: E402
-from models.selector import RELATION_FIELDS, BacktestSelector  # noqa: E402
+from ingest.pipeline import ingest_paths
+from ingest.store import Store
+from jobcast.service.backtest import fit_selector
+from jobcast.service.fitting import fit_store_all
+from jobcast.service.forecaster import Forecaster
+from jobcast.service.request import JobRequest
+from models.selector import RELATION_FIELDS, BacktestSelector
 
 ROUND = r"/(v\d+\.\d+)/"
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from layerwise.backends import TimingPlan  # noqa: E402
-from layerwise.bench import run_campaign  # noqa: E402
-from layerwise.layers import LAYER_TYPES  # noqa: E402
+from layerwise.backends import TimingPlan
+from layerwise.bench import run_campaign
+from layerwise.layers import LAYER_TYPES
 
 
 def main() -> None:

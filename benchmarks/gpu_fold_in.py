@@ -47,7 +47,7 @@ H100 = "H100 SXM5"
 def fit(parts: list[tuple[pd.DataFrame, pd.Series]], max_iter: int) -> EfficiencyPredictor:
     rows = pd.concat([p[0] for p in parts])
     ms = pd.concat([p[1] for p in parts])
-    return EfficiencyPredictor(max_iter=max_iter, calibrate_unseen=False).fit(rows, ms)
+    return EfficiencyPredictor(max_iter=max_iter, unseen_interval_refits=False).fit(rows, ms)
 
 
 def errors(model: EfficiencyPredictor, rows: pd.DataFrame, ms: pd.Series) -> pd.DataFrame:

@@ -29,8 +29,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from layerwise.predictor import LayerPredictor, metrics  # noqa: E402
-from layerwise.published import (  # noqa: E402
+from layerwise.predictor import LayerPredictor, metrics
+from layerwise.published import (
     PAPER_RMSE_MS,
     PUBLISHED_GPUS,
     PUBLISHED_LAYERS,
@@ -83,7 +83,8 @@ def random_split_study(rows: pd.DataFrame, models: list[str], args) -> dict:
     params = model_params(args)
     results, fit_s, validation = {}, {}, []
     for name in models:
-        single = LayerPredictor(model=name, params=params, refit=False, calibrate_unseen=False,
+        single = LayerPredictor(model=name, params=params, refit=False,
+                                unseen_interval_refits=False,
                                 random_state=args.seed)
         start = time.perf_counter()
         single.fit(train, validation=val)
@@ -111,7 +112,7 @@ def logo_study(rows: pd.DataFrame, models: list[str], args) -> pd.DataFrame:
         for name in models:
             start = time.perf_counter()
             pred = LayerPredictor(model=name, params=params, refit=False,
-                                  calibrate_unseen=not args.logo_no_intervals,
+                                  unseen_interval_refits=not args.logo_no_intervals,
                                   random_state=args.seed).fit(train).predict(test)
             for layer in LAYERS:
                 sel = test["layer"] == layer

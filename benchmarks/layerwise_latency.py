@@ -167,7 +167,7 @@ How the layerwise part got fast (issue 23):
   (`models.relation.SelectorCells`, the shipped prior) is plain Python, the estimators that
   need scikit-learn or SciPy (`models.selector.BacktestSelector`, the hybrid's
   `jobcast.service.batch_shape`, `models.phase_model`, `models.whole_job`, `models.scaling`,
-  `models.calibration`, `layerwise.compose`) are imported inside the functions that fit them
+  `models.scale_calibration`, `layerwise.compose`) are imported inside the functions that fit them
   or read a fitted one from history.
 
 How `jobcast predict` of a known network lost pandas and SQLAlchemy (issue 23): they were

@@ -44,7 +44,7 @@ def main() -> None:
     rows, ms = training_rows(args.justus_rows)
     chips = rows["gpu"].astype(str).map(chip_of)
     targets = lambda_targets(shared_data_dir() / "lambda")
-    params = {"max_iter": args.max_iter, "calibrate_unseen": False}
+    params = {"max_iter": args.max_iter, "unseen_interval_refits": False}
     predictors = {}
     start = time.perf_counter()
     predictors["*"] = EfficiencyPredictor(**params).fit(rows, ms)

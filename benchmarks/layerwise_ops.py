@@ -110,7 +110,7 @@ softmax 17.6 -> 26.6 %, LayerNorm 22 -> 27 %, through the device features of the
 trees: a memory-bound kernel does not issue FMAs). The L4 test rows are the only figure that
 measures it, so that figure is not a held-out test of a tuned choice but a check of a
 spec-sheet one. A power feature was tried and rejected by leaving one NeuSight GPU out (GEMM rows
-only, 20k Justus rows, `calibrate_unseen` off, dual-issue rule on in both): TDP per SM given
+only, 20k Justus rows, `unseen_interval_refits` off, dual-issue rule on in both): TDP per SM given
 to the device-agnostic trees too (the GEMM-limiting power budget of the 70-75 W parts) took
 linear from 26.6 to 33.8 % and conv from 23.0 to 32.2 % (P100 linear 25 -> 58 %), and on the
 held-out GPUs H100 linear 12 -> 55 %, L4 20 -> 31 %: a spec feature in the agnostic trees
@@ -232,7 +232,7 @@ def main() -> None:
     rows, ms, source = load_rows(args.justus_rows, seed=0)
     chips = rows["gpu"].astype(str).map(chip_of)
     parts, configs = set(args.parts.split(",")), args.configs.split(",")
-    base = {"max_iter": args.max_iter, "calibration_rows": 15000}
+    base = {"max_iter": args.max_iter, "interval_refit_rows": 15000}
     doc = ["# Layer predictor: per-op accuracy on unseen GPUs, before / after\n\n",
            f"Command: `.venv/bin/python benchmarks/layerwise_ops.py --justus-rows "
            f"{args.justus_rows} --max-iter {args.max_iter} --parts {args.parts} --configs "

@@ -29,8 +29,8 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from layerwise.memory import GIB, estimate_memory, network_layers  # noqa: E402
-from layerwise.memory_measure import measure_step  # noqa: E402
+from layerwise.memory import GIB, estimate_memory, network_layers
+from layerwise.memory_measure import measure_step
 
 MIB = 2**20
 

@@ -25,8 +25,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from layerwise.predictor import DEFAULT_DIR, LayerPredictor  # noqa: E402
-from layerwise.published import load_published  # noqa: E402
+from layerwise.predictor import DEFAULT_DIR, LayerPredictor
+from layerwise.published import load_published
 
 
 def timed(fn) -> float:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     fit_times: dict[str, list[float]] = {m: [] for m in models}
     for _ in range(args.rounds):
         for name in models:
-            predictor = LayerPredictor(model=name, params=params, calibrate_unseen=False,
+            predictor = LayerPredictor(model=name, params=params, unseen_interval_refits=False,
                                        refit=False)
             fit_times[name].append(timed(lambda p=predictor: p.fit(sample)))
     for name, values in fit_times.items():

@@ -30,11 +30,11 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-from ingest.store import Store  # noqa: E402
-from jobcast.service.backtest import backtest, fit_selector  # noqa: E402
-from models.dataset import collect_points  # noqa: E402
-from models.history import run_table  # noqa: E402
-from models.selector import PRIOR_PATH, RELATION_FIELDS  # noqa: E402
+from ingest.store import Store
+from jobcast.service.backtest import backtest, fit_selector
+from models.dataset import collect_points
+from models.history import run_table
+from models.selector import PRIOR_PATH, RELATION_FIELDS
 
 
 def summary(rows: pd.DataFrame) -> pd.DataFrame:

@@ -24,8 +24,13 @@ The data lives in ``fleet/data/gpu_catalog.csv`` (columns and sources in
   tf32, fp16 and bf16 run on tensor cores where the GPU has them for that type (dense
   peaks, FP32 accumulate) and at the FP32 rate otherwise, because mixed precision
   accumulates in FP32 and frameworks do not use the non-tensor half-precision units for it.
-- A bad row fails the load with ``file:line: reason``; peaks, clocks, bandwidth, memory and
-  core counts must be positive. The catalog is read once per process (cached).
+- A bad row fails the load with ``file:line: reason`` (:class:`CatalogError`, a ``ValueError``);
+  peaks, clocks, bandwidth, memory and core counts must be positive. The catalog is read once
+  per process (cached).
+- A GPU added at run time is :func:`register_gpu` (a mapping of the file's columns, checked as
+  a row is) and :func:`unregister_gpu`; both clear this module's caches and every cache hooked
+  with :func:`on_catalog_change` (a module that caches values read from the catalog hooks its
+  cache there). Only this process sees the row.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import csv
 import difflib
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -61,12 +67,13 @@ REQUIRED_COLUMNS = (
 )
 OPTIONAL_COLUMNS = (
     "fp16_tflops", "tensor_fp16_tflops", "tensor_bf16_tflops", "tensor_tf32_tflops",
-    "l2_mb", "tdp_w", "form_factor", "nvlink_gbs", "pcie_gen", "family",
+    "l2_mb", "tdp_w", "form_factor", "nvlink_gbs", "pcie_gen", "family", "fp32_dual_issue",
 )
 FORM_FACTORS = frozenset({"sxm", "pcie", "desktop", "mobile", "oam", "embedded"})
 
 __all__ = [
-    "CATALOG_PATH", "FORM_FACTORS", "HW_KEYS", "GpuSpec", "UnknownGpuError", "family_names",
+    "CATALOG_PATH", "FORM_FACTORS", "HW_KEYS", "CatalogError", "CatalogRowError", "GpuSpec",
+    "UnknownGpuError", "family_names", "on_catalog_change", "register_gpu", "unregister_gpu",
     "gpu_members", "hardware_features", "known_gpus", "load_catalog", "lookup_key", "resolve_gpu",
     "roofline_features",
 ]
@@ -119,6 +126,9 @@ class GpuSpec:
     nvlink_gbs: float = 0.0  # total NVLink bandwidth per GPU, both directions
     pcie_gen: int | None = None
     family: str = ""  # rows one bare name may mean ("V100": SXM2/SXM3/PCIe, 16/32 GB); "" alone
+    # the spec-sheet FP32 peak counts a second FP32 datapath shared with INT32 (GA10x, AD10x,
+    # GB20x): an FP32 GEMM reaches about half of it (layerwise.efficiency_arrays)
+    fp32_dual_issue: bool = False
 
     def tensor_tflops(self, precision: Precision | str | None) -> float | None:
         """The tensor-core peak for ``precision`` (None for fp32 or without tensor cores)."""
@@ -175,8 +185,24 @@ class GpuSpec:
         }
 
 
-class _RowError(FleetError, ValueError):
+class CatalogError(FleetError, ValueError):
+    """The GPU catalog file cannot be loaded: a bad header, a bad row, or two spellings that
+    clash. The message starts ``file:line:`` (``file:`` for a clash); :attr:`file` and
+    :attr:`line` hold them for the JSON error shape."""
+
     kind: ClassVar[str] = "catalog"
+
+    def __init__(self, message: str, file: object = None, line: int | None = None):
+        super().__init__(message)
+        self.file = None if file is None else str(file)
+        self.line = line
+
+
+class CatalogRowError(CatalogError):
+    """One catalog row is bad (the reason alone; :func:`load_catalog` adds ``file:line``)."""
+
+
+_RowError = CatalogRowError  # the old private name (deprecated alias)
 
 
 def _text(row: dict[str, str | None], column: str, required: bool = True) -> str:
@@ -184,10 +210,10 @@ def _text(row: dict[str, str | None], column: str, required: bool = True) -> str
         return ""
     value = row.get(column)
     if value is None:  # DictReader fills a short row with None
-        raise _RowError(f"missing value for column {column!r} (fewer fields than the header)")
+        raise CatalogRowError(f"missing value for column {column!r} (fewer fields than the header)")
     value = value.strip()
     if required and not value:
-        raise _RowError(f"empty column {column!r}")
+        raise CatalogRowError(f"empty column {column!r}")
     return value
 
 
@@ -200,32 +226,42 @@ def _number(
     try:
         value = float(text)
     except ValueError:
-        raise _RowError(f"column {column!r}: {text!r} is not a number") from None
+        raise CatalogRowError(f"column {column!r}: {text!r} is not a number") from None
     if not math.isfinite(value):
-        raise _RowError(f"column {column!r}: {text!r} is not finite")
+        raise CatalogRowError(f"column {column!r}: {text!r} is not finite")
     if positive and value <= 0:
-        raise _RowError(f"column {column!r} must be positive, got {text}")
+        raise CatalogRowError(f"column {column!r} must be positive, got {text}")
     if value < 0:
-        raise _RowError(f"column {column!r} must not be negative, got {text}")
+        raise CatalogRowError(f"column {column!r} must not be negative, got {text}")
     return value
 
 
 def _integer(row: dict[str, str | None], column: str, *, required: bool = True) -> int | None:
     value = _number(row, column, required=required)
     if value is not None and not value.is_integer():
-        raise _RowError(f"column {column!r} must be a whole number, got {value:g}")
+        raise CatalogRowError(f"column {column!r} must be a whole number, got {value:g}")
     return None if value is None else int(value)
+
+
+def _flag(row: dict[str, str | None], column: str) -> bool:
+    """An optional 0/1 column (also ``true``/``false``, ``yes``/``no``); empty or absent: 0."""
+    text = _text(row, column, required=False).lower()
+    if text in ("", "0", "false", "no"):
+        return False
+    if text in ("1", "true", "yes"):
+        return True
+    raise CatalogRowError(f"column {column!r} must be 0 or 1, got {text!r}")
 
 
 def _parse_row(row: dict[str, str | None]) -> GpuSpec:
     if None in row:  # DictReader files surplus fields under the key None
-        raise _RowError("more fields than the header has")
+        raise CatalogRowError("more fields than the header has")
     form = _text(row, "form_factor", required=False).lower()
     if form and form not in FORM_FACTORS:
-        raise _RowError(f"form_factor {form!r} is not one of {sorted(FORM_FACTORS)}")
+        raise CatalogRowError(f"form_factor {form!r} is not one of {sorted(FORM_FACTORS)}")
     pcie = _integer(row, "pcie_gen", required=False)
     if pcie is not None and not 1 <= pcie <= 7:
-        raise _RowError(f"pcie_gen must be 1..7, got {pcie}")
+        raise CatalogRowError(f"pcie_gen must be 1..7, got {pcie}")
     return GpuSpec(
         name=_text(row, "name"),
         aliases=tuple(a.strip() for a in _text(row, "aliases", False).split(";") if a.strip()),
@@ -250,12 +286,22 @@ def _parse_row(row: dict[str, str | None]) -> GpuSpec:
         nvlink_gbs=_number(row, "nvlink_gbs", required=False, positive=False) or 0.0,
         pcie_gen=pcie,
         family=_text(row, "family", required=False),
+        fp32_dual_issue=_flag(row, "fp32_dual_issue"),
     )
 
 
 @lru_cache(maxsize=4)
 def load_catalog(path: str | Path = CATALOG_PATH) -> tuple[GpuSpec, ...]:
-    """All catalog entries, in file order; a bad row raises ``ValueError("file:line: why")``."""
+    """All catalog entries, in file order (for the shipped file, then the rows added by
+    :func:`register_gpu`, in the order they were added); a bad row raises
+    ``CatalogError("file:line: why")`` (a ``ValueError``)."""
+    specs = _read_catalog(path)
+    if Path(path).resolve() == CATALOG_PATH:
+        specs += tuple(_REGISTERED.values())
+    return specs
+
+
+def _read_catalog(path: str | Path) -> tuple[GpuSpec, ...]:
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         header = [c.strip() for c in reader.fieldnames or []]
@@ -268,14 +314,15 @@ def load_catalog(path: str | Path = CATALOG_PATH) -> tuple[GpuSpec, ...]:
                     f"unknown column(s) {unknown}" if unknown else "",
                 ) if part
             )
-            raise ValueError(f"{path}:1: bad header ({why})")
+            raise CatalogError(f"{path}:1: bad header ({why})", path, 1)
         reader.fieldnames = header
         specs = []
         for row in reader:
             try:
                 specs.append(_parse_row(row))
-            except _RowError as exc:
-                raise ValueError(f"{path}:{reader.line_num}: {exc}") from None
+            except CatalogRowError as exc:
+                raise CatalogError(f"{path}:{reader.line_num}: {exc}", path,
+                                   reader.line_num) from None
     return tuple(specs)
 
 
@@ -290,10 +337,12 @@ class _Index:
 
 def _add(index: dict[str, GpuSpec], key: str, spec: GpuSpec, label: str, path: object) -> None:
     if not key:
-        raise ValueError(f"{path}: name {label!r} of {spec.name} has no distinguishing word")
+        raise CatalogError(f"{path}: name {label!r} of {spec.name} has no distinguishing word",
+                           path)
     other = index.get(key)
     if other is not None and other.name != spec.name:
-        raise ValueError(f"{path}: name {label!r} is ambiguous ({other.name} and {spec.name})")
+        raise CatalogError(f"{path}: name {label!r} is ambiguous ({other.name} and {spec.name})",
+                           path)
     index[key] = spec
 
 
@@ -320,10 +369,10 @@ def _indexes(path: str | Path = CATALOG_PATH) -> _Index:
     for family, specs in members.items():
         owner = unordered.get(unordered_key(family))
         if owner is not None:
-            raise ValueError(f"{path}: family {family!r} is also a spelling of {owner.name} "
-                             "(a family name must name no single row)")
+            raise CatalogError(f"{path}: family {family!r} is also a spelling of {owner.name} "
+                               "(a family name must name no single row)", path)
         if not gpu_words(family):
-            raise ValueError(f"{path}: family {family!r} has no distinguishing word")
+            raise CatalogError(f"{path}: family {family!r} has no distinguishing word", path)
         families.append((family, frozenset(gpu_words(family)), tuple(specs)))
     return _Index(exact, unordered, tuple((words, spec) for (words, _), spec in sized.items()),
                   labels, tuple(families))
@@ -405,6 +454,75 @@ def roofline_features(
 ) -> dict[str, float | bool]:
     """:meth:`GpuSpec.roofline_features` of the GPU ``name``."""
     return resolve_gpu(name).roofline_features(precision)
+
+
+# Rows added at run time (register_gpu), by name; and the caches of other modules that read
+# the catalog (on_catalog_change), cleared with this module's own whenever the rows change.
+_REGISTERED: dict[str, GpuSpec] = {}
+_ON_CHANGE: list[Callable[[], object]] = []
+
+
+def on_catalog_change(clear: Callable[[], object]) -> Callable[[], object]:
+    """Have ``clear`` (a cache's ``cache_clear``) run whenever :func:`register_gpu` or
+    :func:`unregister_gpu` changes the catalog; every cache of a value read from the catalog
+    must be hooked so (``fleet.identity``, ``layerwise.efficiency_arrays``,
+    ``layerwise.roofline`` are). Returns ``clear``."""
+    if clear not in _ON_CHANGE:
+        _ON_CHANGE.append(clear)
+    return clear
+
+
+def _changed() -> None:
+    load_catalog.cache_clear()
+    _indexes.cache_clear()
+    for clear in tuple(_ON_CHANGE):
+        clear()
+
+
+def register_gpu(row: Mapping[str, object]) -> GpuSpec:
+    """Add one GPU to this process's catalog, as one more row of ``gpu_catalog.csv`` would.
+
+    ``row`` maps column names (:data:`REQUIRED_COLUMNS`, any of :data:`OPTIONAL_COLUMNS`) to
+    values (numbers or their text; ``aliases`` separated by ``;``); it is checked as a file row
+    is. Every name lookup, deployment key, interconnect default and layerwise forecast sees the
+    row at once (the caches are cleared); processes started before, and worker processes, do
+    not. A bad row, a name already in the catalog or a spelling that clashes with another
+    row's raises :class:`CatalogError` and changes nothing. Pricing the GPU is the price
+    table's business (``jobcast.service.prices``), the "Sources" of a new architecture is
+    ``fleet/data/README.md``'s."""
+    unknown = [c for c in row if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
+    missing = [c for c in REQUIRED_COLUMNS if c not in row]
+    if unknown or missing:
+        why = "; ".join([f"unknown column(s) {unknown}"] * bool(unknown)
+                        + [f"missing column(s) {missing}"] * bool(missing))
+        raise CatalogError(f"register_gpu: {why}")
+    text: dict[str, str | None] = {c: "" if v is None else str(v) for c, v in row.items()}
+    try:
+        spec = _parse_row(text)
+    except CatalogRowError as exc:
+        raise CatalogError(f"register_gpu {text.get('name', '')!r}: {exc}") from None
+    if spec.name in {s.name for s in load_catalog()}:
+        raise CatalogError(f"register_gpu: {spec.name!r} is already in the GPU catalog")
+    _REGISTERED[spec.name] = spec
+    try:
+        _changed()
+        _indexes()  # a spelling that clashes with another row's fails here
+    except CatalogError:
+        del _REGISTERED[spec.name]
+        _changed()
+        raise
+    return spec
+
+
+def unregister_gpu(name: str) -> None:
+    """Remove a GPU :func:`register_gpu` added (any of its spellings); the shipped file's rows
+    cannot be removed (:class:`CatalogError`), nor an unknown name (:class:`UnknownGpuError`)."""
+    spec = resolve_gpu(name)
+    if _REGISTERED.get(spec.name) is not spec:
+        raise CatalogError(f"unregister_gpu: {spec.name!r} is a row of {CATALOG_PATH.name}, "
+                           "not one register_gpu added")
+    del _REGISTERED[spec.name]
+    _changed()
 
 
 def known_gpus() -> list[str]:

@@ -14,12 +14,23 @@ Rules: ``auto`` (the default: the framework's modern mechanism, ``ddp`` for PyTo
 :func:`parse_data_parallel` is the one place that turns a spelling into a choice (case, spaces
 and underscores ignored; ``DistributedDataParallel``, ``horovod``, ``mirrored``,
 ``MirroredStrategy``, ``DataParallel`` accepted); missing values (``None``, ``""``, NaN) mean
-``auto``; anything else raises :class:`ValueError` listing the choices.
+``auto``; anything else raises :class:`DataParallelError` (a ``ValueError``) listing the
+choices.
 """
 
 from __future__ import annotations
 
 import math
+from typing import ClassVar
+
+from fleet.errors import FleetError
+
+
+class DataParallelError(FleetError, ValueError):
+    """A data-parallel spelling :func:`parse_data_parallel` does not know."""
+
+    kind: ClassVar[str] = "data_parallel"
+
 
 KNOWN_STRATEGIES: tuple[str, ...] = ("ddp", "allreduce", "replicated", "dp")
 DATA_PARALLEL_CHOICES: tuple[str, ...] = ("auto", *KNOWN_STRATEGIES)
@@ -44,6 +55,6 @@ def parse_data_parallel(value: object) -> str:
         return "auto"
     text = _ALIASES.get(text, text)
     if text not in DATA_PARALLEL_CHOICES:
-        raise ValueError(f"unknown data-parallel mechanism {str(value)[:40]!r}; choose from "
+        raise DataParallelError(f"unknown data-parallel mechanism {str(value)[:40]!r}; choose from "
                          f"{', '.join(DATA_PARALLEL_CHOICES)}")
     return text

@@ -8,7 +8,9 @@ a user's, an older key) gives one key, two GPUs never share one, and a family na
 (``"8x V100"``) has a family key that :func:`family_matches` relates to the family's GPUs.
 :meth:`Deployment.parse` accepts a key or the forms people write (``"8x A100-SXM4-80GB"``,
 ``"2x8 H100 SXM5 IB400"``, ``"4x RTX 3090 PCIe"``, ``"V100"``); :attr:`Deployment.key` formats
-it and :func:`canonical_key` gives the key of any of them. Link words
+it and :func:`canonical_key` gives the key of any of them; what cannot be read (empty, no
+accelerator, a count below one, an unknown network word) raises :class:`DeploymentError`
+(a ``ValueError``, kind ``deployment``). Link words
 (:mod:`fleet.interconnect`) set ``link``/``network`` and are not part of the key;
 :meth:`Deployment.interconnect` fills what the user left out from the GPU catalog and says so.
 """
@@ -20,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from fleet.errors import DeploymentError
 from fleet.identity import GpuIdentity, gpu_identity
 from fleet.interconnect import Interconnect, resolve_interconnect, split_link_words
 
@@ -41,7 +44,7 @@ class Deployment:
 
     def __post_init__(self) -> None:
         if self.per_node < 1 or self.nodes < 1:
-            raise ValueError(
+            raise DeploymentError(
                 f"accelerators per node and nodes must be >= 1, got {self.per_node}, {self.nodes}"
             )
 
@@ -57,6 +60,8 @@ class Deployment:
 
     @property
     def key(self) -> str:
+        """The deployment key (module rules): ``<slug>-x<per node>``, ``-n<nodes>`` when more
+        than one node."""
         key = f"{self.slug}-x{self.per_node}"
         return key if self.nodes == 1 else f"{key}-n{self.nodes}"
 
@@ -76,12 +81,12 @@ class Deployment:
         IB400"`` (nodes x per node), ``"4x RTX 3090 PCIe noP2P"``, ``"V100"``."""
         text = str(text).strip()
         if not text:
-            raise ValueError("empty deployment")
+            raise DeploymentError("empty deployment")
         m = _KEY.fullmatch(text)
         if m:
             return cls(m.group(1), int(m.group(2)), int(m.group(3) or 1))
         if _BARE_COUNT.fullmatch(text):
-            raise ValueError(f"deployment {text!r} names no accelerator")
+            raise DeploymentError(f"deployment {text!r} names no accelerator")
         if m := _NODES.fullmatch(text):
             nodes, per_node, name = int(m.group(1)), int(m.group(2)), m.group(3)
         elif m := _COUNTED.fullmatch(text):
@@ -90,7 +95,7 @@ class Deployment:
             nodes, per_node, name = 1, 1, text
         words, link, network = split_link_words(name.split())
         if not words:
-            raise ValueError(f"deployment {text!r} names no accelerator")
+            raise DeploymentError(f"deployment {text!r} names no accelerator")
         return cls(_without_link_only_pcie(words), per_node, nodes, link, network)
 
 
@@ -167,7 +172,7 @@ def family_matches(asked: str | Deployment, stored: Iterable[str]) -> list[Famil
     for text in dict.fromkeys(str(s) for s in stored):
         try:
             parsed[text] = Deployment.parse(text)
-        except ValueError:
+        except DeploymentError:
             continue
     exact = [FamilyMatch(text, "exact") for text, dep in parsed.items() if dep.key == key]
     wanted = want.identity

@@ -67,6 +67,16 @@ class FleetError(JobcastError):
     kind: ClassVar[str] = "fleet"
 
 
+class DeploymentError(FleetError, ValueError):
+    """A deployment that cannot be read: empty, no accelerator named, a count below one, an
+    unknown network word (``fleet.deployment``, ``fleet.names``, ``fleet.interconnect``).
+    It lives here, not in ``fleet/deployment.py``, because ``fleet.names`` and
+    ``fleet.identity`` (which ``fleet.deployment`` imports) raise it too; ``fleet.deployment``
+    re-exports it."""
+
+    kind: ClassVar[str] = "deployment"
+
+
 def bug_info(exc: BaseException) -> ErrorInfo:
     """An exception that is not a :class:`JobcastError`, reported as the bug it is."""
     return ErrorInfo(kind=BUG_KIND, message=f"internal error (a bug in jobcast, please "

@@ -3,7 +3,8 @@
 Rules: ``tensorflow`` (Keras / ``tf.function`` graphs, the default) or ``pytorch`` (eager
 ``torch.nn``). :func:`parse_framework` is the one place that turns a spelling (``tf``,
 ``keras``, ``torch``, ``PyTorch``) into a :class:`Framework`; missing values (``None``, ``""``,
-NaN) mean ``tensorflow``; anything else raises :class:`ValueError` listing the choices.
+NaN) mean ``tensorflow``; anything else raises :class:`FrameworkError` (a ``ValueError``)
+listing the choices.
 :func:`stack_framework` is the one place that reads a framework out of a history's software
 stack (its first word found in :data:`STACK_FRAMEWORKS`; Caffe calls one cuDNN/cuBLAS kernel
 per layer without a graph runtime, so it runs like eager ``pytorch``).
@@ -14,6 +15,16 @@ from __future__ import annotations
 import math
 import re
 from enum import StrEnum
+from typing import ClassVar
+
+from fleet.errors import FleetError
+
+
+class FrameworkError(FleetError, ValueError):
+    """A framework spelling :func:`parse_framework` does not know (the message lists the
+    choices)."""
+
+    kind: ClassVar[str] = "framework"
 
 
 class Framework(StrEnum):
@@ -42,7 +53,7 @@ def parse_framework(value: object) -> Framework:
     try:
         return _SPELLINGS[text]
     except KeyError:
-        raise ValueError(f"unknown framework {value!r}; choose from "
+        raise FrameworkError(f"unknown framework {value!r}; choose from "
                          f"{', '.join(FRAMEWORKS)}") from None
 
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from fleet.catalog import GpuSpec, UnknownGpuError, gpu_members
+from fleet.catalog import GpuSpec, UnknownGpuError, gpu_members, on_catalog_change
+from fleet.errors import DeploymentError
 from fleet.names import accelerator_slug, gpu_words, vendor_of
 
 __all__ = ["GpuIdentity", "canonical_slug", "gpu_identity", "gpu_slug"]
@@ -45,6 +46,7 @@ class GpuIdentity:
 
     @property
     def known(self) -> bool:
+        """Whether the catalog knows the name (one GPU or a family of them)."""
         return bool(self.members)
 
     @property
@@ -74,10 +76,11 @@ def _family_slug(words: list[str], members: tuple[GpuSpec, ...]) -> str:
 
 @lru_cache(maxsize=4096)
 def gpu_identity(name: str) -> GpuIdentity:
-    """The identity of an accelerator name (module rules); ValueError for an empty name."""
+    """The identity of an accelerator name (module rules); :class:`~fleet.errors.DeploymentError`
+    (a ``ValueError``) for an empty name."""
     text = str(name).strip()
     if not text:
-        raise ValueError("empty accelerator name")
+        raise DeploymentError("empty accelerator name")
     members: tuple[GpuSpec, ...] = ()
     if vendor_of(text) in ("", NVIDIA):
         try:
@@ -89,6 +92,9 @@ def gpu_identity(name: str) -> GpuIdentity:
     if members:
         return GpuIdentity(text, _family_slug(gpu_words(text), members), members)
     return GpuIdentity(text, accelerator_slug(text))
+
+
+on_catalog_change(gpu_identity.cache_clear)  # a registered GPU changes what a name denotes
 
 
 def canonical_slug(name: str) -> str:

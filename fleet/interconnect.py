@@ -13,10 +13,12 @@ than 8 share a node (DGX-2) or 8 share one with NVLink of at least
 and laptops: PCIe without P2P; more than one node: InfiniBand 200 Gb/s.
 
 Bandwidths are per GPU and direction, as all-reduce uses them (bus bandwidth): NVLink = half
-the catalog's bidirectional ``nvlink_gbs``; PCIe gen 3/4/5 x16 = 12/24/48 GB/s with P2P and
-half that without; network = line rate / 8. A ring all-reduce of B bytes over N peers takes
-2 (N-1)/N x B / bandwidth + 2 (N-1) x latency; over several nodes it is hierarchical: a ring in
-each node, then a ring across nodes on the 1/per-node shard.
+the catalog's bidirectional ``nvlink_gbs``; PCIe x16 = ``12 x 2**(gen - 3)`` GB/s with P2P
+(:func:`pcie_gbs`: gen 3/4/5/6 = 12/24/48/96, each generation doubles it, so a new one needs no
+code; a row without ``pcie_gen`` counts as gen 3) and half that without; network = line
+rate / 8. A ring all-reduce of B bytes over N peers takes 2 (N-1)/N x B / bandwidth + 2 (N-1) x
+latency; over several nodes it is hierarchical: a ring in each node, then a ring across nodes on
+the 1/per-node shard.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-PCIE_GBS = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}
+from fleet.errors import DeploymentError
+
+PCIE_GEN3_GBS = 12.0  # x16 gen 3, per direction, as all-reduce gets it (of 15.75 on paper)
+PCIE_GBS = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}  # deprecated: use pcie_gbs(gen), any gen
 NVSWITCH_MIN_NVLINK_GBS = 600.0  # NVLink 3 (A100) and newer: 8-GPU boards are switched
 NETWORK_GBS = {"ib100": 12.5, "ib200": 25.0, "ib400": 50.0, "eth10": 1.25, "eth25": 3.125,
                "eth100": 12.5}
@@ -47,8 +52,15 @@ class Interconnect:
     assumed: tuple[str, ...] = field(default_factory=tuple)
 
     def describe(self) -> str:
+        """``pcie 24 GB/s`` (plus ``, ib200 25 GB/s`` across nodes): the links in words."""
         text = f"{self.link} {self.link_gbs:g} GB/s"
         return text + (f", {self.network} {self.network_gbs:g} GB/s" if self.network else "")
+
+
+def pcie_gbs(gen: int | None) -> float:
+    """GB/s per direction of an x16 PCIe link of generation ``gen`` with peer-to-peer:
+    ``12 x 2**(gen - 3)`` (gen 3 = 12, doubling per generation); None counts as gen 3."""
+    return PCIE_GEN3_GBS * 2.0 ** (int(gen or 3) - 3)
 
 
 def split_link_words(words: list[str]) -> tuple[list[str], str, str]:
@@ -61,7 +73,7 @@ def split_link_words(words: list[str]) -> tuple[list[str], str, str]:
         elif _NETWORK.match(w):
             network = NETWORK_ALIASES.get(w, w)
             if network not in NETWORK_GBS:
-                raise ValueError(f"unknown network {word!r}; known: "
+                raise DeploymentError(f"unknown network {word!r}; known: "
                                  f"{', '.join([*NETWORK_GBS, *NETWORK_ALIASES])}")
         else:
             if w == "pcie" and not link:
@@ -76,7 +88,7 @@ def resolve_interconnect(spec: object | None, per_node: int, nodes: int, link: s
     assumed = []
     form = getattr(spec, "form_factor", "") or ""
     nvlink_gbs = float(getattr(spec, "nvlink_gbs", 0.0) or 0.0)
-    pcie_gen = int(getattr(spec, "pcie_gen", 3) or 3)
+    pcie_gen = getattr(spec, "pcie_gen", None)
     if not link:
         if form == "sxm" and nvlink_gbs > 0:
             switched = per_node > 8 or (per_node >= 8 and nvlink_gbs >= NVSWITCH_MIN_NVLINK_GBS)
@@ -91,12 +103,12 @@ def resolve_interconnect(spec: object | None, per_node: int, nodes: int, link: s
         link = "pcie-nop2p"
         assumed.append("no PCIe peer-to-peer on GeForce boards")
     if link in ("nvswitch", "nvlink") and nvlink_gbs <= 0:
-        nvlink_gbs = 2 * PCIE_GBS.get(pcie_gen, 12.0) * 4  # a bridge: a few PCIe x16's worth
+        nvlink_gbs = 2 * pcie_gbs(pcie_gen) * 4  # a bridge: a few PCIe x16's worth
         assumed.append(f"NVLink bandwidth {nvlink_gbs / 2:g} GB/s (not in the catalog)")
     if link in ("nvswitch", "nvlink"):
         link_gbs = nvlink_gbs / 2
     else:
-        link_gbs = PCIE_GBS.get(pcie_gen, 12.0) / (1 if link == "pcie" else 2)
+        link_gbs = pcie_gbs(pcie_gen) / (1 if link == "pcie" else 2)
     network_gbs = 0.0
     if nodes > 1:
         if not network:

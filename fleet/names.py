@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 
+from fleet.errors import DeploymentError
+
 NOISE_WORDS = frozenset(
     {"nvidia", "tesla", "geforce", "quadro", "corporation", "graphics", "generation"}
 )
@@ -101,7 +103,7 @@ def gpu_words(name: str) -> list[str]:
 def accelerator_slug(name: str) -> str:
     """Stable key part: ``"Tesla V100-SXM2-16GB"`` -> ``"nvidia-v100-sxm2-16gb"``."""
     if not str(name).strip():
-        raise ValueError("empty accelerator name")
+        raise DeploymentError("empty accelerator name")
     vendor = vendor_of(name)
     body = "-".join(gpu_words(name))
     return f"{vendor}-{body}" if vendor and body else (body or vendor)

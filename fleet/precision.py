@@ -9,7 +9,8 @@ Rules:
   them, master weights in FP32.
 - :func:`parse_precision` is the one place that turns a spelling (``"amp"``, ``16``,
   ``"mixed_bfloat16"``, ``"torch.float16"``) into a :class:`Precision`; missing values
-  (``None``, ``""``, NaN) mean ``fp32``. Anything else raises :class:`ValueError`.
+  (``None``, ``""``, NaN) mean ``fp32``. Anything else raises :class:`PrecisionError` (a
+  ``ValueError``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 from numbers import Integral, Real
+from typing import ClassVar
+
+from fleet.errors import FleetError
+
+
+class PrecisionError(FleetError, ValueError):
+    """A precision spelling :func:`parse_precision` does not know (the message lists the
+    accepted ones)."""
+
+    kind: ClassVar[str] = "precision"
 
 
 class Precision(StrEnum):
@@ -67,7 +78,7 @@ def parse_precision(value: object) -> Precision:
     """The :class:`Precision` a spelling names; ``None``/``""``/NaN -> ``fp32``.
 
     Integers 32 and 16 (and the strings "32", "16") mean fp32 and fp16 (mixed).
-    Unknown spellings raise :class:`ValueError` listing the accepted ones.
+    Unknown spellings raise :class:`PrecisionError` listing the accepted ones.
     """
     if isinstance(value, Precision):
         return value
@@ -76,7 +87,7 @@ def parse_precision(value: object) -> Precision:
     if isinstance(value, str) and value in _SPELLINGS:  # the common, exact spellings
         return _SPELLINGS[value]
     if isinstance(value, bool):
-        raise ValueError(f"unknown precision {value!r}; accepted: {_accepted()}")
+        raise PrecisionError(f"unknown precision {value!r}; accepted: {_accepted()}")
     if isinstance(value, Integral):
         text = str(int(value))
     elif isinstance(value, Real):
@@ -84,7 +95,7 @@ def parse_precision(value: object) -> Precision:
         if math.isnan(number):
             return Precision.FP32
         if not number.is_integer():
-            raise ValueError(f"unknown precision {value!r}; accepted: {_accepted()}")
+            raise PrecisionError(f"unknown precision {value!r}; accepted: {_accepted()}")
         text = str(int(number))
     else:
         text = str(value)
@@ -98,7 +109,7 @@ def parse_precision(value: object) -> Precision:
     try:
         return _SPELLINGS[text]
     except KeyError:
-        raise ValueError(f"unknown precision {value!r}; accepted: {_accepted()}") from None
+        raise PrecisionError(f"unknown precision {value!r}; accepted: {_accepted()}") from None
 
 
 def bytes_per_element(precision: object) -> int:

@@ -20,9 +20,21 @@ class RayMissing(FleetError, ImportError):
     """Work on Ray was asked for but the ``ray`` package is not installed."""
 
     kind: ClassVar[str] = "missing_dependency"
+    package: ClassVar[str] = "ray"
 
     def __init__(self, what: str = "This") -> None:
+        self.what = what
         super().__init__(f"{what} needs the ray package, which is not installed: pip install ray")
+
+
+class RayConnectError(FleetError, ConnectionError):
+    """A Ray cluster that cannot be joined (the message names the address and Ray's reason)."""
+
+    kind: ClassVar[str] = "ray"
+
+    def __init__(self, address: str, reason: str) -> None:
+        self.address = address
+        super().__init__(f"cannot join Ray at {address}: {reason}")
 
 
 def import_ray(what: str = "This") -> Any:
@@ -38,7 +50,7 @@ def connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
     """Use the Ray already running here, else join ``address``, else start a local one.
 
     Returns True if Ray was started or joined here (the caller shuts it down); a cluster that
-    cannot be joined is a :class:`ConnectionError` naming the address.
+    cannot be joined is a :class:`RayConnectError` (a ``ConnectionError``) naming the address.
     """
     if ray.is_initialized():
         return False
@@ -47,7 +59,7 @@ def connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
         try:
             ray.init(address=address, **quiet)
         except (ConnectionError, TimeoutError) as exc:
-            raise ConnectionError(f"cannot join Ray at {address}: {task_failure(exc)}") from None
+            raise RayConnectError(address, task_failure(exc)) from None
     else:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # offline tool: no telemetry
         ray.init(num_cpus=num_cpus, include_dashboard=False, **quiet)

@@ -12,3 +12,15 @@ class IngestError(JobcastError):
     Prometheus, secret files)."""
 
     kind: ClassVar[str] = "ingest"
+
+
+class IngestOptionError(IngestError, ValueError):
+    """A setting an ingest was given is not valid: a Prometheus selector, duration, time or
+    metric/label name, a ``--job-key`` expression. The message names the value and what
+    is accepted; ``field`` names the setting where known."""
+
+    kind: ClassVar[str] = "option"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field

@@ -41,6 +41,7 @@ class ParseError(IngestError, ValueError):
         super().__init__(self.__str__())
 
     def with_source(self, source: str) -> ParseError:
+        """The same error, naming ``source``."""
         return ParseError(self.reason, line=self.line, source=source)
 
     def __str__(self) -> str:
@@ -97,12 +98,17 @@ def short_repr(value: object, width: int = 40) -> str:
 
 @dataclass
 class ParsedRun:
-    """One training run found in a log (a log may hold several, e.g. Caffe restarts)."""
+    """One training run found in a log (a log may hold several, e.g. Caffe restarts).
+
+    ``stack`` is the software stack as the log names it ("MXNet NGC 20.06"); ``framework``
+    is its deprecated alias (attribute and constructor keyword), kept for one release: the
+    word now means TensorFlow or PyTorch (:mod:`fleet.framework`) only.
+    """
 
     format: str  # "mlperf", "caffe", "tf_cnn_benchmarks", "keras", "jsonl"
     network: str | None = None
     deployment: Deployment | None = None
-    framework: str | None = None  # software stack, e.g. "MXNet NGC 20.06"
+    stack: str | None = None  # software stack, e.g. "MXNet NGC 20.06"
     batch_size: int | None = None  # global batch size
     start_time: float | None = None
     segments: list[Segment] = field(default_factory=list)
@@ -110,18 +116,59 @@ class ParsedRun:
     first_line: int | None = None
     last_line: int | None = None
 
+    @property
+    def framework(self) -> str | None:
+        """Deprecated alias of :attr:`stack` (the software stack)."""
+        return self.stack
+
+    @framework.setter
+    def framework(self, value: str | None) -> None:
+        self.stack = value
+
+    def stored_key(self) -> str | None:
+        """The deployment key the run is stored under: the one an ingest set in
+        ``meta["deployment_key"]`` (``--deployment`` for a log naming none, ``--override``,
+        a scheduler's ``gpu-x<n>``) wins over the key of the deployment the log names;
+        None when there is neither. The one rule every reader follows (the store's
+        ``runs.deployment`` column is this)."""
+        key = self.meta.get("deployment_key")
+        if isinstance(key, str) and key:
+            return key
+        return self.deployment.key if self.deployment is not None else None
+
+
+_parsed_run_init = ParsedRun.__init__
+
+
+def _init_with_alias(self: ParsedRun, *args: object, **kwargs: object) -> None:
+    """ParsedRun(..., framework=...) is the deprecated spelling of ``stack=``; given both
+    (as :func:`dataclasses.replace` with ``framework=`` does), ``framework`` wins."""
+    if "framework" in kwargs:
+        kwargs["stack"] = kwargs.pop("framework")
+    _parsed_run_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+
+_init_with_alias.__doc__ = _parsed_run_init.__doc__
+ParsedRun.__init__ = _init_with_alias  # type: ignore[method-assign]
+
 
 @dataclass(frozen=True)
 class ParseContext:
     """What a parser may know besides the lines.
 
     ``source`` is the path as given (for messages only). ``system`` is the parsed
-    system description that sits beside an MLPerf log, if any. Overrides supply or
-    replace what a log lacks (CLI ``--network``, ``--deployment``, ``--batch-size``).
+    system description that sits beside an MLPerf log, if any, and ``described_in`` the
+    file that holds it (named in messages). Overrides supply or replace what a log lacks
+    (CLI ``--network``, ``--deployment``, ``--batch-size``).
+
+    A format whose ``context`` reads more (side files, layout facts) returns a subclass
+    with typed fields (``MlperfContext``, ``LambdaContext``, ``WandbContext``,
+    ``HistoryContext``, ``TensorBoardContext``), never extra keys in ``system``.
     """
 
     source: str = "<input>"
     system: dict | None = None
+    described_in: str | None = None  # the file holding ``system``
     folder_network: str | None = None  # benchmark name from the folder layout
     folder_system: str | None = None  # system name from the folder layout
     network: str | None = None

@@ -47,7 +47,7 @@ def sqlite_path(url: str) -> Path | None:
 
     try:
         database = make_url(url).database
-    except Exception:  # not a URL: the store's opener reports it
+    except Exception:  # noqa: BLE001 - not a URL: the store's opener reports it
         return None
     if not database or database == ":memory:" or database.startswith("file:"):
         return None

@@ -161,7 +161,7 @@ def parse_run(snapshot: Mapping[str, object], ctx: ParseContext) -> ParsedRun:
     marks = series[key]
     return ParsedRun(
         format=FORMAT, network=facts.network, deployment=deployment,
-        framework=autolog or None, batch_size=batch,
+        stack=autolog or None, batch_size=batch,
         start_time=origin if origin is not None else marks[0].time, segments=segments,
         meta=meta, first_line=marks[0].line, last_line=marks[-1].line,
     )

@@ -211,9 +211,9 @@ def _store_run(store, source: str, snap: dict, overrides, report: TrackerReport)
 def ingest_tracking(store, text: str, experiments: list[str] | None = None, overrides=None,
                     progress: Callable[[int, int, str], None] | None = None) -> TrackerReport:
     """Ingest the runs of ``mlflow+<uri>`` into ``store`` (rules in the module doc)."""
-    from ingest.pipeline import Overrides
+    from ingest.pipeline import IngestOptions
 
-    overrides = overrides or Overrides()
+    overrides = overrides or IngestOptions()
     report = TrackerReport()
     try:
         uri, shown = tracking_uri(text)

@@ -13,10 +13,12 @@ Rules
   smaller for small ingests: about four chunks per worker) are the unit of parsing and of
   writing. ``workers`` = 1, or less than :data:`POOL_MIN_BYTES` to read, parses in this
   process; otherwise a pool of ``workers`` processes parses whole chunks (``forkserver``
-  where the platform has it, the parsers preloaded; a worker ignores Ctrl-C and exits when
-  this process dies), at most two chunks per worker in flight, and sends back per file the
-  store's rows or the rejection (file, line, reason). Any parser exception is a rejection
-  (:func:`ingest.pipeline.parse_data`). A pool that breaks (a worker killed) leaves its
+  where the platform has it, the parsers preloaded; a worker takes the parent's parser
+  registry, :func:`ingest.parsers.names`, so formats registered at run time parse there too;
+  it ignores Ctrl-C and exits when this process dies), at most two chunks per worker in
+  flight, and sends back per file the store's rows or the rejection (file, line, reason).
+  Any parser exception is a rejection (:func:`ingest.pipeline.parse_data`). A pool that
+  breaks (a worker killed, a registered format that does not import there) leaves its
   unfinished chunks to this process.
 * Writing (this process only): parsed files are stored in transactions of up to
   ``batch_files`` files (:meth:`~ingest.store.Store.add_files`: all or none,
@@ -45,13 +47,17 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ingest.events import ParseError
-from ingest.parsers import Overrides, names
+from ingest.parsers import ParseOverrides, adopt, names, registered
 
 if TYPE_CHECKING:
     from ingest.store import Store
+
+# A parsed file as the caller gives it (ingest.pipeline.ParsedFile): this module names no
+# format and imports nothing of the pipeline, which imports it (no cycle, even for types).
+ParsedFile = Any
 
 CHUNK_FILES = 64
 CHUNK_BYTES = 8_000_000
@@ -63,7 +69,7 @@ Progress = Callable[[int, int, str], None]
 # ("parsed", parsed file: source, content_hash, run_count, rows) or
 # ("rejected", source, line, reason)
 Outcome = tuple
-Task = Callable[[list[tuple[str, str]], Overrides], list[Outcome]]
+Task = Callable[[list[tuple[str, str]], ParseOverrides], list[Outcome]]
 
 
 class Report(Protocol):
@@ -101,8 +107,14 @@ class Item:
     digest: str
 
 
-def _worker_init() -> None:
-    """In each pool worker: Ctrl-C is the writer's to handle; exit when the writer dies."""
+def _worker_init(order: tuple[str, ...] = ()) -> None:
+    """In each pool worker: the parent's parser registry (``order``, its
+    :func:`~ingest.parsers.names`: formats registered at run time, a test's own, parse here
+    too; one that does not import here breaks the pool, whose chunks the parent then parses);
+    Ctrl-C is the writer's to handle; exit when the writer dies."""
+    if order:
+        adopt(order)
+        registered()  # import them now: a format missing here fails the start, not a file
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = multiprocessing.parent_process()
     if parent is None:
@@ -120,7 +132,8 @@ def _pool(workers: int, task: Task) -> ProcessPoolExecutor:
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload([__name__, task.__module__, "ingest.store", *names()])
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                               initargs=(names(),))
 
 
 class _Writer:
@@ -132,7 +145,7 @@ class _Writer:
         self.total, self.batch_files = total, max(1, batch_files)
         self.done = 0
         self.written = 0  # files this writer has sent to the store
-        self.pending: list[tuple[object, str]] = []  # (parsed file, hash at screening)
+        self.pending: list[tuple[ParsedFile, str]] = []  # (parsed file, hash at screening)
         self.first: dict[str, str] = {}  # content hash -> the source parsed for it
         self.waiting: dict[str, list[Item]] = defaultdict(list)  # later paths, same content
 
@@ -189,7 +202,7 @@ class _Writer:
             self._store(batch)
             self.written += len(batch)
 
-    def _store(self, pending: list[tuple[object, str]]) -> None:
+    def _store(self, pending: list[tuple[ParsedFile, str]]) -> None:
         batch = [parsed for parsed, _ in pending]
         try:
             ids: list[object] = list(self.store.add_files(batch))
@@ -229,7 +242,7 @@ class _Writer:
         self.report.rejected.append(ParseError(reason, line=line, source=source))
         self._count(source)
 
-    def finish(self, source: str, status: str, value: object) -> None:
+    def finish(self, source: str, status: str, value: int | str) -> None:
         if status == "added":
             self.report.added.append((source, int(value)))
         else:
@@ -273,7 +286,7 @@ def run_ingest(
     store: Store,
     found: list[tuple[str, Path]],
     report: Report,
-    overrides: Overrides,
+    overrides: ParseOverrides,
     task: Task,
     progress: Progress | None = None,
     *,
@@ -301,7 +314,7 @@ def _pairs(chunk: list[Item]) -> list[tuple[str, str]]:
     return [(item.source, str(item.path)) for item in chunk]
 
 
-def _run_here(chunks: Iterable[list[Item]], writer: _Writer, overrides: Overrides,
+def _run_here(chunks: Iterable[list[Item]], writer: _Writer, overrides: ParseOverrides,
               task: Task) -> None:
     """Parse and write chunk after chunk in this process."""
     for chunk in chunks:
@@ -313,7 +326,7 @@ def _run_here(chunks: Iterable[list[Item]], writer: _Writer, overrides: Override
                 todo.append(retry)
 
 
-def _run_pool(chunks: Iterator[list[Item]], writer: _Writer, overrides: Overrides,
+def _run_pool(chunks: Iterator[list[Item]], writer: _Writer, overrides: ParseOverrides,
               task: Task, workers: int) -> None:
     """Parse in a process pool, write here as results arrive (module rules)."""
     in_flight: dict[Future, list[Item]] = {}

@@ -25,7 +25,7 @@ Rules
   them keeps its own deployment where the flag agrees (:func:`deployment_conflict`: the same
   GPU model by the fleet's one GPU-name definition, the same counts); where it disagrees the
   file is rejected with the line naming the GPU and both deployments, unless
-  ``Overrides.override`` (``--override``) is set: then the flag wins and the run keeps a
+  ``IngestOptions.override`` (``--override``) is set: then the flag wins and the run keeps a
   warning (``meta["warnings"]``, read back by :func:`collect_warnings`) and the log's own
   deployment (``meta["log_deployment"]``).
 * Every run must then name its network, deployment and batch size and hold some progress
@@ -54,6 +54,7 @@ from ingest.events import ParseContext, ParsedRun, ParseError
 from ingest.parallel import BATCH_FILES, failure, run_ingest
 from ingest.parsers import (
     SNIFF_LINES,
+    ParseOverrides,
     Parser,
     binary_lines,
     context_for,
@@ -63,7 +64,6 @@ from ingest.parsers import (
     registered,
     side_file,
 )
-from ingest.parsers import Overrides as ParserOverrides
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is not imported where files are only parsed
     from ingest.store import Store
@@ -81,11 +81,15 @@ _COMPRESSED_DATA = (".json.gz", ".csv.gz")
 
 
 @dataclass(frozen=True)
-class Overrides(ParserOverrides):
-    """What the CLI supplies (the parsers' :class:`ingest.parsers.Overrides`) plus the
-    pipeline's policy: ``override`` lets ``deployment`` win over accelerators a log names."""
+class IngestOptions(ParseOverrides):
+    """What the CLI supplies (the parsers' :class:`ingest.parsers.ParseOverrides`) plus the
+    pipeline's policy: ``override`` (``--override``) lets ``deployment`` win over
+    accelerators a log names."""
 
     override: bool = False
+
+
+Overrides = IngestOptions  # deprecated alias (one release): the name before issue 26
 
 
 @dataclass
@@ -98,6 +102,7 @@ class IngestReport:
 
     @property
     def ok(self) -> bool:
+        """Whether no file was rejected."""
         return not self.rejected
 
     @property
@@ -183,7 +188,7 @@ def discover(
 
 def apply_overrides(
     run: ParsedRun,
-    overrides: ParserOverrides,
+    overrides: ParseOverrides,
     index: int = 0,
     lines: list[str] | None = None,
     ctx: ParseContext | None = None,
@@ -261,7 +266,7 @@ def _named_at(run: ParsedRun, lines: list[str]) -> int | None:
 
 def apply_deployment(
     run: ParsedRun,
-    overrides: ParserOverrides,
+    overrides: ParseOverrides,
     index: int = 0,
     lines: list[str] | None = None,
     ctx: ParseContext | None = None,
@@ -282,7 +287,7 @@ def apply_deployment(
     if why is None:
         return  # the log's own spelling is kept
     line = _named_at(run, lines or [])
-    system_file = (ctx.system or {}).get("_mlperf_system_file") if ctx else None
+    system_file = ctx.described_in if ctx else None
     named = "its system description " + str(system_file) if system_file else "the log"
     said = f"{named} names {describe(logged)} ({logged.key})"
     wanted = f"--deployment {flag_text!r} says {describe(flag)} ({key})"
@@ -314,7 +319,7 @@ def check_run(run: ParsedRun, index: int) -> None:
         raise ParseError(f"{label}: no complete train or test phase in the log", line=line)
     if not run.network:
         raise ParseError(f"{label}: the log does not name the network; pass --network", line=line)
-    if not (run.deployment or run.meta.get("deployment_key")):
+    if not run.stored_key():
         raise ParseError(
             f"{label}: the log does not say which accelerators ran it; pass --deployment "
             "(e.g. --deployment nvidia-v100-sxm2-16gb-x8 or '8x V100')",
@@ -334,6 +339,7 @@ def _known(parsers: list[Parser]) -> str:
 
 
 def read_lines(data: bytes, source: str) -> list[str]:
+    """A text log's lines (undecodable bytes replaced); a :class:`ParseError` for a binary file."""
     if b"\x00" in data[:65536]:
         raise ParseError("binary file (NUL bytes), not a text log", line=1, source=source)
     return data.decode("utf-8", errors="replace").splitlines()
@@ -352,6 +358,7 @@ class ParsedFile:
 
     @property
     def run_count(self) -> int:
+        """Runs in the file (its store rows where built)."""
         return len(self.rows[1]) if self.rows is not None else len(self.runs)
 
 
@@ -367,7 +374,7 @@ def parse_data(
     source: str,
     path: Path,
     data: bytes,
-    overrides: ParserOverrides,
+    overrides: ParseOverrides,
     parsers: list[Parser],
     content_hash: str | None = None,
 ) -> ParsedFile:
@@ -394,7 +401,7 @@ def parse_data(
             check_run(run, index)
     except ParseError as exc:
         raise exc if exc.source else exc.with_source(source) from None
-    except Exception as exc:  # a parser bug or a hostile input: this file only is rejected
+    except Exception as exc:  # noqa: BLE001 - a parser bug or hostile input rejects this file only
         raise ParseError(f"parser failed: {failure(exc)}", line=_failing_line(exc),
                          source=source) from None
     return ParsedFile(source, content_hash, parser.FORMAT, len(data), parsed)
@@ -423,13 +430,13 @@ def _failing_line(exc: BaseException) -> int | None:
 
 
 def parse_file(
-    source: str, path: Path, overrides: ParserOverrides, parsers: list[Parser]
+    source: str, path: Path, overrides: ParseOverrides, parsers: list[Parser]
 ) -> ParsedFile:
     """Read and parse one file without touching the store (what a parallel worker runs)."""
     return parse_data(source, path, read_file(source, path), overrides, parsers)
 
 
-def parse_chunk(items: list[tuple[str, str]], overrides: ParserOverrides) -> list[tuple]:
+def parse_chunk(items: list[tuple[str, str]], overrides: ParseOverrides) -> list[tuple]:
     """The work of one chunk of a folder ingest (in a pool worker or here): parse each file
     and build its store rows (:func:`ingest.store.file_rows`; the runs themselves are not
     sent back). Per file ``("parsed", ParsedFile)`` or ``("rejected", source, line,
@@ -462,7 +469,7 @@ def write_parsed(store: Store, parsed: ParsedFile) -> tuple[str, object]:
 
 
 def ingest_file(
-    store: Store, source: str, path: Path, overrides: ParserOverrides, parsers: list[Parser]
+    store: Store, source: str, path: Path, overrides: ParseOverrides, parsers: list[Parser]
 ) -> tuple[str, object]:
     """Ingest one file. Returns ("added", runs) / ("duplicate", first source); raises ParseError."""
     data = read_file(source, path)
@@ -491,7 +498,7 @@ def record(report: IngestReport, source: str, status: str, value: object) -> Non
 def ingest_paths(
     store: Store,
     paths: Iterable[str],
-    overrides: ParserOverrides | None = None,
+    overrides: ParseOverrides | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     *,
     workers: int = 1,
@@ -505,7 +512,7 @@ def ingest_paths(
     parsers = registered()
     found, skipped, missing = discover(paths, parsers)
     report = IngestReport(skipped=skipped, rejected=list(missing))
-    run_ingest(store, found, report, overrides or Overrides(), parse_chunk, progress,
+    run_ingest(store, found, report, overrides or IngestOptions(), parse_chunk, progress,
                workers=workers, batch_files=batch_files or BATCH_FILES)
     store.add_rejections(report.rejected)  # what the report shows as rejected, and why
     return collect_warnings(store, report)

@@ -9,7 +9,12 @@ Rules
   parsed; the others are duplicates of it once it is stored, or are parsed if it is rejected.
 * Tasks are pure: a batch of (source, path) in, one outcome per file out, the parsed runs or a
   rejection with file, line and reason (:func:`ingest.pipeline.parse_file`). They never touch
-  the store.
+  the store. Each takes the driver's parser registry (:func:`in_registry`), so a format
+  registered at run time parses there too: a module a worker cannot import is looked for in
+  the folder the driver imported it from (a local Ray's workers share it; a cluster's need
+  the module installed).
+* Rejections are recorded in the store and the warnings collected from it, as
+  :func:`ingest.pipeline.ingest_paths` does.
 * The driver is the only writer: it takes batches as they finish (``ray.wait``) and stores each
   file in its own transaction (:func:`ingest.pipeline.write_parsed`), in arrival order, so each
   file is stored whole or not at all, also when the ingest is killed.
@@ -26,6 +31,8 @@ Rules
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import sys
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -33,10 +40,11 @@ from typing import Any
 
 from fleet.ray_session import connect, import_ray, task_failure
 from ingest.events import ParseError
-from ingest.parsers import Overrides, registered
+from ingest.parsers import ParseOverrides, adopt, names, registered
 from ingest.pipeline import (
     IngestReport,
     ParsedFile,
+    collect_warnings,
     discover,
     parse_file,
     record,
@@ -51,12 +59,12 @@ Item = tuple[str, Path]  # (source as given, path)
 # ("parsed", source, ParsedFile) or ("rejected", source, error source, line, reason), source as
 # given: ParseError does not pickle with its line and source, so rejections travel as values.
 Outcome = tuple[Any, ...]
-TaskFn = Callable[[list[Item], Overrides], list[Outcome]]
+TaskFn = Callable[[list[Item], ParseOverrides], list[Outcome]]
 
 
 
 
-def parse_batch(items: list[Item], overrides: Overrides) -> list[Outcome]:
+def parse_batch(items: list[Item], overrides: ParseOverrides) -> list[Outcome]:
     """The task body: parse each file of the batch; never touches the store."""
     parsers = registered()
     out: list[Outcome] = []
@@ -68,10 +76,41 @@ def parse_batch(items: list[Item], overrides: Overrides) -> list[Outcome]:
     return out
 
 
+Registry = tuple[tuple[str, str | None], ...]  # (parser module, folder it imports from)
+
+
+def driver_registry() -> Registry:
+    """The driver's parser registry: each module (:func:`~ingest.parsers.names`) with the
+    ``sys.path`` folder it was imported from (None while it is not imported)."""
+    out = []
+    for name in names():
+        file = getattr(sys.modules.get(name), "__file__", None)
+        root = None
+        if file:
+            folder = Path(file).resolve().parent
+            depth = name.count(".") + (Path(file).name == "__init__.py")
+            root = str(folder.parents[depth - 1]) if depth else str(folder)
+        out.append((name, root))
+    return tuple(out)
+
+
+def in_registry(registry: Registry, task: TaskFn, items: list[Item],
+                overrides: ParseOverrides) -> list[Outcome]:
+    """What a Ray task runs: the driver's parser registry (:func:`driver_registry`: formats
+    registered at run time parse here too; a module this worker cannot import is looked for
+    in the driver's folder, which a local Ray shares), then ``task``."""
+    for name, root in registry:
+        if root and name not in sys.modules and importlib.util.find_spec(
+                name.partition(".")[0]) is None and root not in sys.path:
+            sys.path.append(root)
+    adopt(name for name, _ in registry)
+    return task(items, overrides)
+
+
 def ingest_paths_ray(
     store: Store,
     paths: Iterable[str],
-    overrides: Overrides | None = None,
+    overrides: ParseOverrides | None = None,
     *,
     address: str | None = None,
     num_cpus: int | None = None,
@@ -82,25 +121,27 @@ def ingest_paths_ray(
 ) -> IngestReport:
     """Ingest every log under ``paths`` with Ray tasks parsing and this process writing.
 
-    Same report and guarantees as :func:`ingest.pipeline.ingest_paths`; ``progress(done,
-    total, source)`` is called once per file found. ``task`` is the task body (tests pass
-    one that kills its worker).
+    Same report and guarantees as :func:`ingest.pipeline.ingest_paths`: the rejections are
+    recorded in the store and the report's warnings collected from it, as there;
+    ``progress(done, total, source)`` is called once per file found. ``task`` is the task
+    body (tests pass one that kills its worker).
     """
     if files_per_task < 1:
         raise ValueError("files_per_task must be at least 1")
     ray = import_ray("Ray ingest")
-    overrides = overrides or Overrides()
+    overrides = overrides or ParseOverrides()
     found, skipped, missing = discover(paths)
     report = IngestReport(skipped=skipped, rejected=list(missing))
     writer = _Writer(store, report, progress, len(found))
     todo = writer.screen(found)
     if not todo:  # nothing new: no need to start or join Ray
         writer.sort([source for source, _ in found])
-        return report
+        return _finish(store, report)
+    registry = driver_registry()
     started = connect(ray, address, num_cpus)
     try:
         cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
-        remote = ray.remote(task).options(
+        remote = ray.remote(in_registry).options(
             num_cpus=1, max_retries=max_retries, retry_exceptions=True
         )
         queue: deque[list[Item]] = deque(
@@ -111,7 +152,7 @@ def ingest_paths_ray(
         while queue or pending:
             while queue and len(pending) < window:
                 batch = queue.popleft()
-                pending[remote.remote(batch, overrides)] = batch
+                pending[remote.remote(registry, task, batch, overrides)] = batch
             [ref], _ = ray.wait(list(pending), num_returns=1)
             batch = pending.pop(ref)
             try:
@@ -130,7 +171,13 @@ def ingest_paths_ray(
         if started:
             ray.shutdown()
     writer.sort([source for source, _ in found])
-    return report
+    return _finish(store, report)
+
+
+def _finish(store: Store, report: IngestReport) -> IngestReport:
+    """Record the report's rejections and collect its warnings, as ``ingest_paths`` does."""
+    store.add_rejections(report.rejected)
+    return collect_warnings(store, report)
 
 
 class _Writer:
@@ -223,7 +270,7 @@ def stored_runs(store: Store) -> list[tuple]:
             r.run_index,
             r.network,
             r.deployment,
-            r.framework,
+            r.stack,
             r.batch_size,
             r.start_time,
             repr(sorted(r.meta.items())),

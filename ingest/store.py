@@ -145,10 +145,11 @@ class StoredRun:
     run_index: int
     network: str
     deployment: str
-    framework: str | None
+    stack: str | None  # the software stack (column ``framework``)
     batch_size: int
     start_time: float | None
     meta: dict
+    framework = property(lambda self: self.stack, doc="Deprecated alias of :attr:`stack`.")
 
 
 class Store:
@@ -247,7 +248,7 @@ class Store:
                 run_index=r["run_index"],
                 network=r["network"],
                 deployment=r["deployment"],
-                framework=r["framework"],
+                stack=r["framework"],
                 batch_size=r["batch_size"],
                 start_time=r["start_time"],
                 meta=json.loads(r["meta"] or "{}"),
@@ -500,11 +501,11 @@ def file_rows(item: object) -> _Prepared:
         run_row = {
             "run_index": index,
             "network": run.network,
-            "deployment": run.meta.get("deployment_key") or (dep.key if dep else None),
+            "deployment": run.stored_key(),
             "accelerator": dep.accelerator if dep else None,
             "accelerators_per_node": dep.per_node if dep else None,
             "nodes": dep.nodes if dep else None,
-            "framework": run.framework,
+            "framework": run.stack,
             "batch_size": run.batch_size,
             "start_time": run.start_time,
             "meta": json.dumps(run.meta, default=str, sort_keys=True),

@@ -20,7 +20,7 @@ Rules
 * A run: ``batch_size`` a whole number in [1, :data:`MAX_BATCH_SIZE`]; ``start_time`` None
   or plausible as above; a deployment's accelerators per node in [1,
   :data:`MAX_ACCELERATORS_PER_NODE`] and nodes in [1, :data:`MAX_NODES`]; names (network,
-  framework, accelerator, deployment key) at most :data:`MAX_NAME_CHARS` characters without
+  software stack, accelerator, deployment key) at most :data:`MAX_NAME_CHARS` characters without
   control characters other than tab and line breaks (they are database keys and are shown
   in terminals; PostgreSQL refuses NUL).
 * Parsers of JSON logs read integers with :func:`json_int` (:func:`loads`): a huge integer
@@ -222,9 +222,9 @@ def run_problem(run: ParsedRun) -> tuple[str, int | None] | None:
                     f"(want 1 .. {MAX_ACCELERATORS_PER_NODE:,})", line)
         if not (_whole(dep.nodes) and _bounded(dep.nodes, 1, MAX_NODES)):
             return f"{short_repr(dep.nodes)} nodes (want 1 .. {MAX_NODES:,})", line
-    for what, value in (("network", run.network), ("framework", run.framework),
+    for what, value in (("network", run.network), ("stack", run.stack),
                         ("accelerator", dep.accelerator if dep else None),
-                        ("deployment", run.meta.get("deployment_key"))):
+                        ("deployment", run.stored_key())):
         why = _name_problem(what, value)
         if why:
             return why, line

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
 from fleet.deployment import Deployment
+from ingest.errors import IngestOptionError
 from ingest.events import ParsedRun, ParseError
 
 if TYPE_CHECKING:
@@ -78,7 +79,8 @@ class KeyRule:
 
     @classmethod
     def parse(cls, text: str) -> KeyRule:
-        """``REGEX``, ``name:REGEX`` or ``submit:REGEX``; ValueError on a bad expression."""
+        """``REGEX``, ``name:REGEX`` or ``submit:REGEX``; :class:`IngestOptionError` (a
+        ValueError) on a bad expression."""
         field, _, rest = text.partition(":")
         if field in ("name", "submit") and rest:
             expression = rest
@@ -87,7 +89,8 @@ class KeyRule:
         try:
             return cls(field, re.compile(expression))
         except re.error as exc:
-            raise ValueError(f"--job-key {text!r}: not a regular expression ({exc})") from None
+            raise IngestOptionError(f"--job-key {text!r}: not a regular expression ({exc})",
+                                    field="job_key") from None
 
 
 def job_key(name: str, submit_line: str | None = None, rule: str | KeyRule | None = None) -> str:
@@ -223,7 +226,7 @@ def whole_job_problem(run: ParsedRun) -> str | None:
         return f"job key {str(record.get('key'))[:40]!r} is empty, too long or not text"
     if not _name_ok(run.network):
         return f"network {str(run.network)[:40]!r} is empty, too long or not text"
-    if run.deployment is None and not _name_ok(run.meta.get("deployment_key")):
+    if run.deployment is None and not _name_ok(run.stored_key()):
         return "no deployment; pass --deployment"
     if run.deployment is not None and not _name_ok(run.deployment.accelerator):
         return f"accelerator {str(run.deployment.accelerator)[:40]!r} is not a usable name"
@@ -281,6 +284,7 @@ class WholeJobRun:
 
     @property
     def finished(self) -> bool:
+        """Whether the job finished (state ``FINISHED``)."""
         return self.state == FINISHED
 
     @property

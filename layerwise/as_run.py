@@ -169,6 +169,7 @@ class RunPrecision:
 
     @property
     def uniform(self) -> bool:
+        """Whether every kind runs at one precision."""
         return len({self.conv, self.matmul, self.memory, self.norm}) == 1
 
 

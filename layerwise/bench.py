@@ -30,8 +30,15 @@ import numpy as np
 
 from fleet.precision import parse_precision
 from fleet.quiet_tf import quiet_import
-from layerwise.backends import TimingPlan, check_precision, get_backend, require_module
-from layerwise.errors import LayerwiseError
+from layerwise.backends import (
+    BackendError,
+    TimingPlan,
+    check_precision,
+    ensure_backend,
+    get_backend,
+    require_module,
+)
+from layerwise.errors import LayerwiseError, UnknownLayerKindError
 from layerwise.layers import (
     LAYER_TYPES,
     TIME_COLUMNS,
@@ -42,9 +49,9 @@ from layerwise.layers import (
 )
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-__all__ = ["CSV_COLUMNS", "CampaignFileError", "CampaignResult", "TimingPlan", "bench_row",
-           "campaign_configs", "config_id", "format_row", "parse_layers", "parse_precisions",
-           "prepare_campaign_file", "run_campaign"]
+__all__ = ["CSV_COLUMNS", "CampaignError", "CampaignFileError", "CampaignResult", "TimingPlan",
+           "bench_row", "campaign_configs", "config_id", "format_row", "parse_layers",
+           "parse_precisions", "prepare_campaign_file", "run_campaign"]
 
 HW_COLUMNS = ("hw_kind", "hw_memory_gb", "hw_bandwidth_gbs", "hw_clock_mhz", "hw_cores",
               "hw_peak_tflops")
@@ -90,6 +97,13 @@ def bench_row(row: dict, device: str = "cpu", plan: TimingPlan | None = None,
 # --------------------------------------------------------------------------- campaigns
 
 
+class CampaignError(LayerwiseError, ValueError):
+    """A campaign that cannot run as asked: no layer types or precisions, bad chunking, a Ray
+    cluster without the resources it needs (the message says which)."""
+
+    kind: ClassVar[str] = "campaign"
+
+
 def parse_precisions(text: str | Sequence[str]) -> tuple[str, ...]:
     """``fp32,bf16`` (or a sequence) -> unique precision names in order, with clear errors."""
     parts = text.split(",") if isinstance(text, str) else list(text)
@@ -100,7 +114,7 @@ def parse_precisions(text: str | Sequence[str]) -> tuple[str, ...]:
             if name not in names:
                 names.append(name)
     if not names:
-        raise ValueError("no precision given (e.g. fp32 or fp32,tf32,fp16,bf16)")
+        raise CampaignError("no precision given (e.g. fp32 or fp32,tf32,fp16,bf16)")
     return tuple(names)
 
 
@@ -128,7 +142,7 @@ def campaign_configs(
     ``precisions[i % len(precisions)]``: every shape is timed at every precision in turn.
     """
     if not layers:
-        raise ValueError("no layer types given")
+        raise CampaignError("no layer types given")
     for name in layers:
         get_layer(name)
     precisions = parse_precisions(precisions)
@@ -146,10 +160,16 @@ def campaign_configs(
         yield row
 
 
-class CampaignFileError(LayerwiseError, ValueError):
-    """The output file exists but cannot be resumed (e.g. a different header)."""
+class CampaignFileError(CampaignError):
+    """The output file exists but cannot be resumed (e.g. a different header); :attr:`file`
+    and :attr:`line` say where (the message starts ``file:line:``)."""
 
     kind: ClassVar[str] = "campaign_file"
+
+    def __init__(self, message: str, file: object = None, line: int | None = None):
+        super().__init__(message)
+        self.file = None if file is None else str(file)
+        self.line = line
 
 
 def prepare_campaign_file(path: Path) -> set[str]:
@@ -179,14 +199,14 @@ def prepare_campaign_file(path: Path) -> set[str]:
         raise CampaignFileError(
             f"{path}:1: header is not the benchmark layout of this version "
             f"(expected {len(CSV_COLUMNS)} columns starting {', '.join(CSV_COLUMNS[:4])}, …); "
-            "write to a new file"
+            "write to a new file", path, 1
         )
     pos = CSV_COLUMNS.index("config_id")
     done: set[str] = set()
     for line_no, fields in enumerate(reader, start=2):
         if len(fields) != len(CSV_COLUMNS):
             raise CampaignFileError(f"{path}:{line_no}: {len(fields)} fields, expected "
-                                    f"{len(CSV_COLUMNS)}")
+                                    f"{len(CSV_COLUMNS)}", path, line_no)
         done.add(fields[pos])
     return done
 
@@ -219,6 +239,7 @@ class CampaignResult:
     device: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
+        """Every field, as the JSON summary of ``jobcast bench`` shows it."""
         return dict(self.__dict__)
 
 
@@ -274,8 +295,10 @@ def run_campaign(
     A configuration that kills the process (a native crash inside TensorFlow) is retried once
     on the next run and then recorded as a failed row. With ``isolate=True`` the campaign runs
     in a child process that is restarted after such a crash (up to ``max_restarts`` times), so
-    one call always finishes the campaign. ``backend`` times the rows (``tensorflow`` or
-    ``torch``); ``precisions`` times each drawn shape at each precision.
+    one call always finishes the campaign; the child finds a backend registered outside
+    :mod:`layerwise.backends` by importing its module (:attr:`Backend.home`). ``backend``
+    times the rows (``tensorflow``, ``torch`` or any registered one); ``precisions`` times
+    each drawn shape at each precision.
     """
     plan = plan or TimingPlan()
     engine = get_backend(backend)
@@ -285,7 +308,7 @@ def run_campaign(
         return _run_isolated(out, layers, samples, seed=seed, space=space, device=device,
                              plan=plan, max_rows=max_rows, max_seconds=max_seconds,
                              progress=progress, max_restarts=max_restarts,
-                             backend=engine.name, precisions=precisions)
+                             backend=engine.name, precisions=precisions, home=engine.home)
     started = time.perf_counter()
     path = Path(out)
     done = prepare_campaign_file(path)
@@ -336,13 +359,16 @@ def run_campaign(
     return result
 
 
-def _worker(queue: Any, out: str, layers: list[str], samples: int, kwargs: dict) -> None:
-    """Child process of an isolated campaign: run it, report rows and the result."""
+def _worker(queue: Any, out: str, layers: list[str], samples: int, kwargs: dict,
+            home: str = "") -> None:
+    """Child process of an isolated campaign: get its backend (from ``home`` when it is not
+    a built-in one), run it, report rows and the result."""
 
     def progress(done: int, total: int, row: dict | None) -> None:
         queue.put(("progress", (done, total, row)))
 
     try:
+        ensure_backend(str(kwargs.get("backend", "tensorflow")), home)
         result = run_campaign(out, layers, samples, progress=progress, **kwargs)
         queue.put(("result", result.as_dict()))
         code = 0
@@ -356,7 +382,7 @@ def _worker(queue: Any, out: str, layers: list[str], samples: int, kwargs: dict)
 
 def _run_isolated(out: str | Path, layers: Sequence[str], samples: int, *, progress: Any,
                   max_rows: int | None, max_seconds: float | None, max_restarts: int,
-                  **kwargs: Any) -> CampaignResult:
+                  home: str = "", **kwargs: Any) -> CampaignResult:
     import multiprocessing as mp
     import queue as queue_module
 
@@ -373,7 +399,7 @@ def _run_isolated(out: str | Path, layers: Sequence[str], samples: int, *, progr
         queue = ctx.Queue()
         child_kwargs = dict(kwargs, max_rows=rows_left, max_seconds=secs_left)
         proc = ctx.Process(target=_worker, args=(queue, str(out), list(layers), samples,
-                                                 child_kwargs), daemon=True)
+                                                 child_kwargs, home), daemon=True)
         proc.start()
         result = error = None
         while True:
@@ -405,7 +431,8 @@ def _run_isolated(out: str | Path, layers: Sequence[str], samples: int, *, progr
                 error = payload
         proc.join()
         if error is not None:
-            cls = CampaignFileError if error[0] == "CampaignFileError" else ValueError
+            cls = {"CampaignFileError": CampaignFileError,
+                   "BackendError": BackendError}.get(error[0], ValueError)
             raise cls(error[1])
         if result is not None:
             total.device = result["device"] or total.device
@@ -434,7 +461,7 @@ def parse_layers(text: str) -> list[str]:
         return list(LAYER_TYPES)
     unknown = [n for n in names if n not in LAYER_TYPES]
     if unknown or not names:
-        raise ValueError(
+        raise UnknownLayerKindError(
             f"unknown layer type(s) {', '.join(unknown) or '(none given)'}; "
             f"known: {', '.join(LAYER_TYPES)}"
         )

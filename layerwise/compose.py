@@ -48,6 +48,7 @@ from layerwise.as_run import (  # noqa: F401  (precision_class: re-exported, old
     step_array,
     step_from_dict,
 )
+from layerwise.errors import SavedPredictorError
 from layerwise.pricing import (  # noqa: F401  (rough_ms, ROUGH_INTERVAL: re-exported)
     FLAGS,
     OUT,
@@ -106,6 +107,8 @@ class Composition(BaseEstimator):
                 "log_low": 0.0, "log_high": 0.0}
 
     def fit(self, X: pd.DataFrame, y: Any, residuals: Any = None) -> Composition:
+        """Fit the scales, kernel and step costs on whole networks (``X``, ``y`` and
+        ``residuals`` as in the class doc); returns ``self``."""
         from scipy.optimize import least_squares
 
         y = np.asarray(y, float)
@@ -150,6 +153,7 @@ class Composition(BaseEstimator):
                               floor_ms, year)[:3]
 
     def to_dict(self) -> dict[str, Any]:
+        """The fitted composition as a JSON-able dict (what :meth:`save` writes)."""
         return {"coverage": self.coverage, "scale": self.scale_, "kernel_ms": self.kernel_ms_,
                 "step_ms": self.step_ms_, "log_low": self.log_low_, "log_high": self.log_high_,
                 "n_fit": self.n_fit_, "overlap_p": float(self.overlap_p),
@@ -158,12 +162,14 @@ class Composition(BaseEstimator):
                 "year_coef": float(getattr(self, "year_coef_", 0.0))}
 
     def save(self, directory: str | Path) -> Path:
+        """Write ``composition.json`` into ``directory``; returns the file."""
         path = Path(directory) / COMPOSITION_FILE
         path.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True))
         return path
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> Composition:
+        """The composition saved by :meth:`to_dict` (missing optional keys: defaults)."""
         comp = cls(coverage=float(doc.get("coverage", 0.9)),
                    overlap_p=float(doc.get("overlap_p", 0.0) or 0.0),
                    subtract_floor=bool(doc.get("subtract_floor", False)),
@@ -177,13 +183,15 @@ class Composition(BaseEstimator):
 
     @classmethod
     def load(cls, directory: str | Path) -> Composition | None:
+        """The composition saved in ``directory``; None when it holds none,
+        :class:`~layerwise.errors.SavedPredictorError` for an unreadable file."""
         path = Path(directory) / COMPOSITION_FILE
         if not path.is_file():
             return None
         try:
             return cls.from_dict(json.loads(path.read_text()))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path}: bad composition file ({exc})") from None
+            raise SavedPredictorError(f"{path}: bad composition file ({exc})") from None
 
     @classmethod
     def identity(cls) -> Composition:

@@ -25,6 +25,7 @@ bandwidth, one launch). A forecast is ``bound_ms x exp(tree output)``. Rules:
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +36,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 
 from layerwise.compose import Composition
+from layerwise.deprecated import renamed_keys, renamed_param
 from layerwise.efficiency_arrays import (
     ACTIVATION_VALUES,
     DEVICE_FEATURES,
@@ -48,6 +50,7 @@ from layerwise.efficiency_arrays import (
     gemm_physics,
     read_saved,
 )
+from layerwise.errors import SavedPredictorError, TrainingDataError
 from layerwise.forest import Forest
 from layerwise.layers import LAYER_TYPES
 from layerwise.predictor import capped_fold
@@ -60,23 +63,32 @@ CHIP_INTERVAL_ROWS = 100  # held-out rows a device needs for an interval of its 
 COVER = (0.1, 0.9)  # quantiles of a chip's own log bounds that count as covered
 
 
-def _features(rows: pd.DataFrame, hardware: bool,
+def _features(rows: pd.DataFrame, device_features: bool,
               dual_issue: bool = True) -> tuple[pd.DataFrame, np.ndarray]:
-    """(feature frame, bound ms) of kind rows (``dual_issue``: :func:`gemm_physics`)."""
+    """(feature frame, bound ms) of kind rows (``device_features``: with the device's ``hw_*``
+    columns; ``dual_issue``: :func:`gemm_physics`)."""
     records = rows.to_dict("records")
     columns = set(rows.columns)
     phys = physics_columns(records, rows.index, columns)
     if dual_issue:
         phys = gemm_physics(phys, records, columns)
-    names = feature_names(hardware)
+    names = feature_names(device_features)
     X = pd.DataFrame(feature_values(names, records, columns, phys), index=rows.index,
                      columns=names)
     return X, phys["bound_ms"]
 
 
-def feature_frame(rows: pd.DataFrame, phys: pd.DataFrame, hardware: bool) -> pd.DataFrame:
-    """Model features (all numeric) of kind rows and their physics frame."""
-    names = feature_names(hardware)
+def feature_frame(rows: pd.DataFrame, phys: pd.DataFrame, device_features: bool | None = None,
+                  *, hardware: bool | None = None) -> pd.DataFrame:
+    """Model features (all numeric) of kind rows and their physics frame; ``device_features``:
+    with the device's ``hw_*`` columns (``hardware`` is its deprecated keyword)."""
+    if hardware is not None:
+        warnings.warn("feature_frame(hardware=...) is deprecated; use device_features=",
+                      FutureWarning, stacklevel=2)
+        device_features = hardware
+    if device_features is None:
+        raise TypeError("feature_frame() needs device_features (True or False)")
+    names = feature_names(device_features)
     cols = {c: phys[c].to_numpy() for c in phys.columns}
     return pd.DataFrame(feature_values(names, rows.to_dict("records"), set(rows.columns), cols),
                         index=rows.index, columns=names)
@@ -100,26 +112,29 @@ class EfficiencyPredictor(BaseEstimator):
 
     Parameters: ``max_iter``, ``learning_rate``, ``max_leaf_nodes``, ``min_samples_leaf``
     (the trees); ``hardware_features`` (give the trees the device's peak and bandwidth);
-    ``coverage`` and ``interval_bins``; ``calibration_rows`` (row budget of each
-    leave-one-device-out refit); ``extrapolation_widening``, ``no_data_widening`` (log-interval
-    factors); ``calibrate_unseen`` (run the leave-one-device-out refits; off = unseen devices
-    get the seen-device interval); ``transfer_scale`` (log units over which a row outside what
-    the device trees learned from moves to the device-agnostic trees; None = device trees
-    everywhere, as the v2 predictor first shipped); ``transfer_families`` (the op families that
-    get device-agnostic trees: GEMMs, whose efficiency a GPU's spec sheet tells least);
-    ``seen_by_kind`` (a chip counts as seen for
-    the interval only for kinds it has rows of); ``dual_issue`` (FP32 GEMMs of a dual-issue GPU
-    priced against half its spec-sheet FP32 peak, :func:`gemm_physics`); ``random_state``.
+    ``coverage`` and ``interval_bins``; ``interval_refit_rows`` (row budget of each
+    leave-one-device-out refit); ``extrapolation_widening``, ``no_data_widening``
+    (log-interval factors); ``unseen_interval_refits`` (run the leave-one-device-out refits;
+    off = unseen devices get the seen-device interval); ``transfer_scale`` (log units over
+    which a row outside what the device trees learned from moves to the device-agnostic trees;
+    None = device trees everywhere, as the v2 predictor first shipped); ``transfer_families``
+    (the op families that get device-agnostic trees: GEMMs, whose efficiency a GPU's spec
+    sheet tells least); ``seen_by_kind`` (a chip counts as seen for the interval only for
+    kinds it has rows of); ``dual_issue`` (FP32 GEMMs of a dual-issue GPU priced against half
+    its spec-sheet FP32 peak, :func:`gemm_physics`); ``random_state``.
+    ``calibration_rows`` and ``calibrate_unseen`` are the deprecated names of
+    ``interval_refit_rows`` and ``unseen_interval_refits`` (:mod:`layerwise.deprecated`).
     """
 
     def __init__(self, max_iter: int = 400, learning_rate: float = 0.1,
                  max_leaf_nodes: int = 63, min_samples_leaf: int = 20,
                  hardware_features: bool = True, coverage: float = 0.9,
-                 interval_bins: int = 3, calibration_rows: int = 60000,
+                 interval_bins: int = 3, interval_refit_rows: int = 60000,
                  extrapolation_widening: float = 1.5, no_data_widening: float = 2.0,
-                 calibrate_unseen: bool = True, transfer_scale: float | None = 0.5,
+                 unseen_interval_refits: bool = True, transfer_scale: float | None = 0.5,
                  transfer_families: tuple[str, ...] = ("gemm",), seen_by_kind: bool = True,
-                 dual_issue: bool = True, random_state: int = 0):
+                 dual_issue: bool = True, random_state: int = 0,
+                 calibration_rows: int | None = None, calibrate_unseen: bool | None = None):
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.max_leaf_nodes = max_leaf_nodes
@@ -127,15 +142,17 @@ class EfficiencyPredictor(BaseEstimator):
         self.hardware_features = hardware_features
         self.coverage = coverage
         self.interval_bins = interval_bins
-        self.calibration_rows = calibration_rows
+        self.interval_refit_rows = interval_refit_rows
         self.extrapolation_widening = extrapolation_widening
         self.no_data_widening = no_data_widening
-        self.calibrate_unseen = calibrate_unseen
+        self.unseen_interval_refits = unseen_interval_refits
         self.transfer_scale = transfer_scale
         self.transfer_families = transfer_families
         self.seen_by_kind = seen_by_kind
         self.dual_issue = dual_issue
         self.random_state = random_state
+        self.calibration_rows = calibration_rows
+        self.calibrate_unseen = calibrate_unseen
 
     # ------------------------------------------------------------------ fitting
     def _forest(self, X: pd.DataFrame, y: np.ndarray, max_iter: int | None = None) -> Forest:
@@ -156,12 +173,14 @@ class EfficiencyPredictor(BaseEstimator):
         keep = np.isfinite(y_ms) & (y_ms > 0) & rows["layer"].astype(str).isin(list(LAYER_TYPES))
         rows, y_ms = rows.loc[keep], y_ms.loc[keep]
         if rows.empty:
-            raise ValueError("no usable training rows (known kind, positive finite time)")
+            raise TrainingDataError("no usable training rows (known kind, positive finite time)")
         X, bound = _features(rows, self.hardware_features, self.dual_issue)
         y = np.log(y_ms.to_numpy() / bound)
         fam = rows["layer"].astype(str).map(family_of)
         chips = rows["gpu"].astype(str).map(chip_of).to_numpy()
         rng = np.random.default_rng(self.random_state)
+        refits = renamed_param(self, "calibrate_unseen", "unseen_interval_refits")
+        refit_rows = renamed_param(self, "calibration_rows", "interval_refit_rows")
         self.families_: dict[str, dict[str, Any]] = {}
         for family in sorted(fam.unique()):
             sel = (fam == family).to_numpy()
@@ -178,8 +197,9 @@ class EfficiencyPredictor(BaseEstimator):
                                      self.coverage, self.interval_bins)
                 for chip in np.unique(cf[held])
                 if (cf[held] == chip).sum() >= CHIP_INTERVAL_ROWS}
-            entry["unseen_interval"] = (self._leave_one_out(Xf, yf, cf, rng, progress)
-                                        if self.calibrate_unseen else None)
+            entry["unseen_interval"] = (self._leave_one_out(Xf, yf, cf, rng, progress,
+                                                            refit_rows)
+                                        if refits else None)
             entry["forest"] = self._forest(Xf, yf)
             entry["ranges"] = {c: [float(Xf[c].min()), float(Xf[c].max())]
                                for c in RANGE_FEATURES}
@@ -217,13 +237,14 @@ class EfficiencyPredictor(BaseEstimator):
                 "chip_ranges": chip_ranges, "device_span": span}
 
     def _leave_one_out(self, X: pd.DataFrame, y: np.ndarray, chips: np.ndarray,
-                       rng: np.random.Generator, progress: Any) -> dict | None:
+                       rng: np.random.Generator, progress: Any,
+                       refit_rows: int) -> dict | None:
         groups = np.unique(chips)
         if len(groups) < 3:
             return None
         keys, resids = [], []
         for chip in groups:
-            train, test = capped_fold(chips, chip, rng, self.calibration_rows)
+            train, test = capped_fold(chips, chip, rng, refit_rows)
             forest = self._forest(X.iloc[train], y[train], max(50, self.max_iter // 2))
             pred = forest.predict(X.iloc[test].to_numpy(np.float64))
             keys.append(X.iloc[test]["log_bound"].to_numpy())
@@ -289,7 +310,8 @@ class EfficiencyPredictor(BaseEstimator):
                 arrays.update({f"agnostic-{family}_{k}": v for k, v in other.arrays().items()})
                 meta[family]["agnostic"] = {"features": entry["agnostic"]["features"],
                                             "baseline": other.baseline, "depth": other.depth}
-        np.savez_compressed(path / "efficiency.npz", **arrays)
+        # numpy's stub types **kwds as bool (its allow_pickle keyword): arrays are right
+        np.savez_compressed(path / "efficiency.npz", **arrays)  # type: ignore[arg-type]
         doc = {"format_version": FORMAT_VERSION, "kind": "efficiency",
                "params": self.get_params(), "families": meta, "kinds": self.kinds_,
                "chips": self.chips_, "chip_kinds": getattr(self, "chip_kinds_", None),
@@ -309,7 +331,7 @@ class EfficiencyPredictor(BaseEstimator):
         """Load a predictor written by :meth:`save`."""
         path = Path(directory)
         doc, families = read_saved(path)
-        est = cls(**doc["params"])
+        est = cls(**renamed_keys(doc["params"]))
         est.families_ = families
         est.kinds_, est.chips_, est.info_ = doc["kinds"], doc["chips"], doc.get("info", {})
         if doc.get("chip_kinds") is not None:
@@ -321,5 +343,5 @@ class EfficiencyPredictor(BaseEstimator):
                 est.framework_compositions_[file.stem.split("-", 1)[1]] = \
                     Composition.from_dict(json.loads(file.read_text()))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{file}: bad composition file ({exc})") from None
+                raise SavedPredictorError(f"{file}: bad composition file ({exc})") from None
         return est

@@ -18,8 +18,11 @@ the interval tables and the training ranges. Rules:
   interval the family's residual quantiles (seen chip: its own where it had enough held-out
   rows, else pooled; unseen chip, or a chip without timings of the row's kind: leave-one-chip-
   out), widened outside the training ranges and for kinds without rows of their own.
-* FP32 GEMM rows of a dual-issue GPU (:data:`DUAL_ISSUE_FP32`) are priced against half the
-  spec-sheet FP32 peak (:func:`gemm_physics`; ``dual_issue`` off keeps the spec-sheet peak).
+* FP32 GEMM rows of a dual-issue GPU (the catalog's ``fp32_dual_issue`` column) are priced
+  against half the spec-sheet FP32 peak (:func:`gemm_physics`; ``dual_issue`` off keeps the
+  spec-sheet peak).
+* The per-GPU caches (:func:`chip_of`, :func:`fp32_issue_factor`) are cleared when a GPU is
+  registered or removed (``fleet.catalog.on_catalog_change``).
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from fleet.catalog import UnknownGpuError, resolve_gpu
+from fleet.catalog import UnknownGpuError, on_catalog_change, resolve_gpu
 from fleet.framework import FRAMEWORKS
 from fleet.names import gpu_words
+from layerwise.errors import ForecastInputError, SavedPredictorError
 from layerwise.forest import Forest, ForestGroup
 from layerwise.layers import LAYER_TYPES
 from layerwise.roofline import LAUNCH_MS, family_of, physics_columns
@@ -50,11 +54,13 @@ SATURATED_LOG_BOUND = 0.0
 DEVICE_FEATURES = ("log_peak", "log_bandwidth", "log_tdp", "log_watts_per_tflop")
 OUTPUT_COLUMNS = ("predicted_ms", "low_ms", "high_ms")
 EPS = 1e-12
-# Compute capabilities whose spec-sheet FP32 peak counts a second FP32 datapath shared with
-# INT32 (GA10x and Orin's GA10B: 8.6, 8.7; AD10x: 8.9; GB20x: 12.x). A warp scheduler issues one
-# instruction per cycle, so the doubled peak needs every issue slot to be an FMA; an SGEMM also
-# issues loads and address arithmetic. Their FP32 GEMMs are priced against half that peak (the
-# FP32-only lanes); tensor-core and memory-bound work is unchanged.
+# A GPU whose spec-sheet FP32 peak counts a second FP32 datapath shared with INT32 (GA10x and
+# Orin's GA10B: CC 8.6, 8.7; AD10x: 8.9; GB20x: 12.x) has ``fp32_dual_issue`` set in the
+# catalog. A warp scheduler issues one instruction per cycle, so the doubled peak needs every
+# issue slot to be an FMA; an SGEMM also issues loads and address arithmetic. Their FP32 GEMMs
+# are priced against half that peak (the FP32-only lanes); tensor-core and memory-bound work is
+# unchanged. DUAL_ISSUE_FP32 is the compute capabilities that had it when this was a tuple here:
+# deprecated and no longer read (the catalog column decides, so a new architecture needs no code).
 DUAL_ISSUE_FP32 = ("8.6", "8.7", "8.9", "12.0", "12.1")
 
 
@@ -73,13 +79,18 @@ def chip_of(gpu: str) -> str:
 
 @lru_cache(maxsize=1024)
 def fp32_issue_factor(gpu: str) -> float:
-    """2 for a GPU of :data:`DUAL_ISSUE_FP32` (its FP32 GEMMs run against half the spec-sheet
-    FP32 peak), else 1 (also for names outside the catalog: CPUs, ``hw_*`` devices)."""
+    """2 for a GPU whose catalog row has ``fp32_dual_issue`` (its FP32 GEMMs run against half
+    the spec-sheet FP32 peak), else 1 (also for names outside the catalog: CPUs, ``hw_*``
+    devices)."""
     try:
         spec = resolve_gpu(gpu)
     except UnknownGpuError:
         return 1.0
-    return 2.0 if spec.compute_capability in DUAL_ISSUE_FP32 else 1.0
+    return 2.0 if spec.fp32_dual_issue else 1.0
+
+
+on_catalog_change(chip_of.cache_clear)
+on_catalog_change(fp32_issue_factor.cache_clear)
 
 
 def gemm_physics(phys: Mapping[str, np.ndarray], records: Sequence[Mapping],
@@ -168,7 +179,7 @@ def _numeric_feature(name: str, p: Mapping[str, np.ndarray]) -> np.ndarray:
             return np.log(p["tdp_w"] / (p["peak_flops"] * 1e-12))
         if name in ("wave_eff", "train", "slots", "tensor"):
             return np.asarray(p[name], float)
-    raise ValueError(f"unknown efficiency feature {name!r}")
+    raise SavedPredictorError(f"unknown efficiency feature {name!r}")
 
 
 def feature_names(hardware: bool) -> list[str]:
@@ -320,10 +331,12 @@ class EfficiencyArrays:
         return {k for k in LAYER_TYPES if family_of(k) in self.families}
 
     def check_kinds(self, layers: Sequence[str]) -> None:
+        """Refuse (:class:`ForecastInputError`, a ``ValueError``) layer kinds this predictor
+        has no trees for."""
         unknown = sorted(set(layers) - self.known_layers)
         if unknown:
-            raise ValueError(f"no model for layer kind(s) {', '.join(unknown)}; this predictor "
-                             f"prices {', '.join(sorted(self.known_layers))}")
+            raise ForecastInputError(f"no model for layer kind(s) {', '.join(unknown)}; this "
+                                     f"predictor prices {', '.join(sorted(self.known_layers))}")
 
     def predict_records(self, records: Sequence[Mapping], columns: set[str] | None = None,
                         labels: Sequence[Any] | None = None) -> dict[str, np.ndarray]:
@@ -348,7 +361,7 @@ class EfficiencyArrays:
                                                                             strict=True)])
         missing = sorted(set(fam) - set(self.families))
         if missing:
-            raise ValueError(f"no trees for the {missing[0]!r} family")
+            raise ForecastInputError(f"no trees for the {missing[0]!r} family")
         order = sorted(self.families)
         code = np.array([order.index(f) for f in fam], dtype=np.intp)
         layer_arr = np.array(layer, dtype=object)
@@ -398,10 +411,11 @@ def read_saved_doc(doc_path: Path, version: int, what: str) -> dict[str, Any]:
     try:
         doc = json.loads(doc_path.read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{doc_path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
+        raise SavedPredictorError(
+            f"{doc_path}: line {exc.lineno}: invalid JSON ({exc.msg})") from None
     if doc.get("format_version") != version:
-        raise ValueError(f"{doc_path}: format version {doc.get('format_version')!r}, "
-                         f"this jobcast reads {version}")
+        raise SavedPredictorError(f"{doc_path}: format version {doc.get('format_version')!r}, "
+                                  f"this jobcast reads {version}")
     return doc
 
 

@@ -49,6 +49,7 @@ from layerwise.as_run import (
     run_class,
     year_offset,
 )
+from layerwise.errors import DeviceError, ForecastInputError
 from layerwise.kinds.mapping import plane_params
 from layerwise.layers import all_columns, get_layer
 from layerwise.network import Network, NetworkSpecError, decompose
@@ -64,21 +65,21 @@ PROXY_KINDS = ("pad", "concat", "dropout", "ln", "softmax")
 
 def device_features(device: str) -> dict[str, Any]:
     """``gpu`` and ``hw_*`` of ``cpu`` (this machine), its ``cpu-…`` name, or a GPU name."""
-    from layerwise.hardware import cpu_features
+    from layerwise.local_device import cpu_features
 
     text = str(device).strip()
     if text.lower() == "cpu" or text.lower().startswith("cpu-"):
         local = cpu_features()
         if text.lower() == "cpu" or text.lower() == local["gpu"]:
             return local
-        raise ValueError(f"device {device!r}: only this machine's CPU ({local['gpu']}) is "
-                         "described; use 'cpu'")
+        raise DeviceError(f"device {device!r}: only this machine's CPU ({local['gpu']}) is "
+                          "described; use 'cpu'")
     from fleet.catalog import UnknownGpuError, resolve_gpu
 
     try:
         spec = resolve_gpu(text)
     except UnknownGpuError as exc:
-        raise ValueError(str(exc)) from None
+        raise DeviceError(str(exc)) from None
     return {"gpu": text, **spec.hardware_features(), "hw_model": spec.name}
 
 
@@ -124,19 +125,23 @@ def forecast_network(
     ``model_or_name``: Keras model, ``.keras`` file, ``keras.applications`` name or JSON spec.
     ``optimizer``: ``sgd``, ``adam``, … for a training step; ``none`` (or None) = forward only.
     ``predictor``: a fitted ``LayerPredictor`` (default: the shipped one).
-    Raises ``ValueError`` (``NetworkSpecError`` included) with a clear message for bad input.
+    Raises ``ValueError`` with a clear message for bad input: a
+    :class:`~layerwise.errors.LayerwiseError` (``NetworkSpecError``, ``DeviceError``,
+    ``ForecastInputError``, ...).
     """
     optimizer = "none" if optimizer in (None, "") else str(optimizer).lower()
     if call_overhead not in ("once", "per-layer"):
-        raise ValueError(f"call_overhead must be 'once' or 'per-layer', got {call_overhead!r}")
+        raise ForecastInputError(
+            f"call_overhead must be 'once' or 'per-layer', got {call_overhead!r}")
     if input_grad not in ("auto", "add-forward", "measured"):
-        raise ValueError(f"input_grad must be auto, add-forward or measured, got {input_grad!r}")
+        raise ForecastInputError(
+            f"input_grad must be auto, add-forward or measured, got {input_grad!r}")
     if epochs is not None and dataset_size is None:
-        raise ValueError("epochs needs dataset_size (images per epoch)")
+        raise ForecastInputError("epochs needs dataset_size (images per epoch)")
     if dataset_size is not None and int(dataset_size) < 1:
-        raise ValueError(f"dataset_size must be >= 1, got {dataset_size}")
+        raise ForecastInputError(f"dataset_size must be >= 1, got {dataset_size}")
     if epochs is not None and int(epochs) < 1:
-        raise ValueError(f"epochs must be >= 1, got {epochs}")
+        raise ForecastInputError(f"epochs must be >= 1, got {epochs}")
     precision = request_precision(precision)
     from layerwise.quick import forecast_fast  # the v2 path below on arrays: same answer
 
@@ -159,8 +164,8 @@ def forecast_network(
         result.update(device=str(device))
         return _with_epochs(result, dataset_size, epochs)
     if precision not in ("fp32", STRICT):
-        raise ValueError(f"precision {precision!r} needs the roofline-efficiency predictor; "
-                         "this predictor was trained on fp32 rows only")
+        raise ForecastInputError(f"precision {precision!r} needs the roofline-efficiency "
+                                 "predictor; this predictor was trained on fp32 rows only")
     known = set(predictor.known_layers)
     training = optimizer != "none"
     add_forward = training and (

@@ -34,7 +34,7 @@ Rules
 * **Device**: the GPU named by the trace's ``deviceProperties`` (the device of its kernels),
   normalised by the GPU catalog (``hw_*`` from it; a GPU the catalog does not know keeps its
   name and gets no ``hw_*``); a CPU trace (no kernels) is this machine's CPU
-  (:func:`layerwise.hardware.cpu_features`) unless ``cpu`` features are passed.
+  (:func:`layerwise.local_device.cpu_features`) unless ``cpu`` features are passed.
 * ``precision`` from the first input's ``Input type`` (``float`` fp32, ``c10::Half`` fp16,
   ``c10::BFloat16`` bf16).
 * A trace that is not a Kineto JSON object, or has no layer op with a positive time, is a
@@ -59,7 +59,7 @@ import pandas as pd
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
 from layerwise.errors import LayerwiseError
-from layerwise.hardware import cpu_features, gpu_features
+from layerwise.local_device import cpu_features, gpu_features
 
 FRAMEWORK = "pytorch"
 PRECISIONS = {"float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16", "double": "fp64"}

@@ -72,7 +72,7 @@ from fleet.precision import Precision, bytes_per_element, parse_precision
 from layerwise import zoo
 from layerwise.errors import LayerwiseError
 from layerwise.kinds.base import NetLayer
-from layerwise.kinds.mapping import NetworkSpecError
+from layerwise.kinds.mapping import NetworkSpecError, UnknownNetworkError
 from layerwise.zoo import torch_zoo
 
 GIB = 2**30
@@ -127,6 +127,12 @@ class MemoryEstimateError(LayerwiseError, ValueError):
     """A memory estimate that cannot be made (unknown network, GPU without memory, bad input)."""
 
     kind: ClassVar[str] = "memory"
+
+
+class UnknownNetworkMemoryError(UnknownNetworkError, MemoryEstimateError):
+    """No shipped layer spec of the network to estimate its memory from: an
+    :class:`~layerwise.kinds.mapping.UnknownNetworkError` that is also the
+    :class:`MemoryEstimateError` the memory callers catch."""
 
 
 @dataclass(frozen=True)
@@ -341,8 +347,8 @@ def network_layers(name: str, framework: str = "tensorflow") -> NetworkLayers:
                              params, trainable)
     close = sorted({*zoo.suggestions(name), *torch_zoo.suggestions(name)})
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise MemoryEstimateError(f"unknown network {name!r}: no shipped layer spec to estimate its "
-                              f"memory from{hint}")
+    raise UnknownNetworkMemoryError(f"unknown network {name!r}: no shipped layer spec to "
+                                    f"estimate its memory from{hint}")
 
 
 def _framework(framework: str | None) -> str:
@@ -441,12 +447,14 @@ def estimate_memory(network: str, *, batch_size: int, precision: object = "fp32"
     try:
         net = network_layers(network, framework or "tensorflow")
     except NetworkSpecError as exc:
+        if isinstance(exc, MemoryEstimateError):
+            raise
         raise MemoryEstimateError(str(exc)) from None
     return estimate_layers(net, batch_size=batch_size, precision=precision, optimizer=optimizer,
                            gpu=gpu, image_size=image_size)
 
 
 __all__ = ["CONTEXT_BYTES", "GIB", "OPTIMIZER_STATES", "WORKSPACE_BYTES", "ActivationProfile",
-           "MemoryEstimate", "MemoryEstimateError", "NetworkLayers", "activation_profile",
-           "estimate_layers", "estimate_memory", "gpu_memory_bytes", "max_batch",
-           "network_layers"]
+           "MemoryEstimate", "MemoryEstimateError", "NetworkLayers", "UnknownNetworkMemoryError",
+           "activation_profile", "estimate_layers", "estimate_memory", "gpu_memory_bytes",
+           "max_batch", "network_layers"]

@@ -60,7 +60,7 @@ def measure_step(model: Any, batch_size: int, image_size: int, *, optimizer: str
     and random labels; ``amp_dtype`` (``torch.bfloat16``/``torch.float16``) runs the forward
     pass under CPU autocast. Returns what it held (module rules)."""
     import torch
-    import torch.nn.functional as F  # noqa: N812 - torch's own spelling
+    import torch.nn.functional as F  # torch's own spelling
 
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -108,7 +108,7 @@ def _peak(torch: Any, model: Any, opt: Any, images: Any, labels: Any, amp_dtype:
     """Most bytes alive at once in one more training step (module rules)."""
     import weakref
 
-    import torch.nn.functional as F  # noqa: N812 - torch's own spelling
+    import torch.nn.functional as F  # torch's own spelling
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
@@ -132,7 +132,7 @@ def _peak(torch: Any, model: Any, opt: Any, images: Any, labels: Any, amp_dtype:
         def free(self, ptr: int) -> None:
             self.now -= self.live.pop(ptr, 0)
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor):

@@ -42,7 +42,7 @@ from fleet.quiet_tf import quiet_import
 from layerwise import zoo
 from layerwise.kinds import KINDS, kind_for_keras, kind_for_spec, spec_types
 from layerwise.kinds.base import NetLayer, RowContext
-from layerwise.kinds.mapping import ACTIVATION_COST, NetworkSpecError
+from layerwise.kinds.mapping import ACTIVATION_COST, NetworkSpecError, UnknownNetworkError
 from layerwise.layers import OPTIMIZERS
 from layerwise.torch_layers import TORCH_CLS_PREFIX, torch_rows
 from layerwise.zoo import torch_zoo
@@ -212,9 +212,9 @@ def build_application(name: str, image_size: int | None = None) -> Any:
         shown = [names[c] for c in close] + [z for z in zoo.suggestions(name) if z not in close]
         shown += [t for t in torch_zoo.suggestions(name) if zoo.lookup(t) is None]
         hint = f"; did you mean {', '.join(shown)}?" if shown else ""
-        raise NetworkSpecError(f"unknown network {name!r}: not a keras.applications model, "
-                               f"a zoo network (Keras or torchvision), a module:callable "
-                               f"PyTorch model, a .keras file or a .json spec{hint}")
+        raise UnknownNetworkError(f"unknown network {name!r}: not a keras.applications model, "
+                                  f"a zoo network (Keras or torchvision), a module:callable "
+                                  f"PyTorch model, a .keras file or a .json spec{hint}")
     side = int(image_size or (entry.image_size if entry else APPLICATION_DEFAULT_SIZE))
     try:
         if entry is not None and entry.source == "tf_cnn":
@@ -499,5 +499,5 @@ def decompose(source: Any, *, batch_size: int = 1, optimizer: str = "none",
 
 
 __all__ = ["ACTIVATION_COST", "APPLICATION_DEFAULT_SIZE", "Network", "NetworkSpecError",
-           "build_application", "decompose", "keras_application_names", "known_spec_types",
-           "load_model", "load_spec", "spec_to_keras", "zoo_layers"]
+           "UnknownNetworkError", "build_application", "decompose", "keras_application_names",
+           "known_spec_types", "load_model", "load_spec", "spec_to_keras", "zoo_layers"]

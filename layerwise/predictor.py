@@ -22,7 +22,9 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
+from layerwise.deprecated import renamed_param
 from layerwise.efficiency_arrays import read_saved_doc
+from layerwise.errors import SavedPredictorError, TrainingDataError
 from layerwise.estimators import ESTIMATORS, Estimator, make_estimator
 from layerwise.features import FeatureError, feature_frame, hardware_signatures, known_device
 
@@ -55,7 +57,7 @@ def gpu_names(rows: pd.DataFrame) -> np.ndarray:
 def training_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows usable for training: status ok (if present) and a positive finite median time."""
     if TIME_COLUMN not in rows.columns:
-        raise ValueError(f"training rows need a {TIME_COLUMN!r} column")
+        raise TrainingDataError(f"training rows need a {TIME_COLUMN!r} column")
     keep = pd.Series(True, index=rows.index)
     if "status" in rows.columns:
         keep &= rows["status"].astype(str).str.strip().str.lower().isin(("ok", "nan", ""))
@@ -118,6 +120,8 @@ class Interval:
     def from_residuals(
         cls, pred_log: np.ndarray, resid: np.ndarray, coverage: float, bins: int
     ) -> Interval:
+        """Per-bin low and high quantiles of the log residuals, bins of equal count over
+        the predicted log time (at most one bin per 100 residuals)."""
         n_bins = max(1, min(bins, len(resid) // 100))
         edges = np.quantile(pred_log, np.linspace(0, 1, n_bins + 1)[1:-1])
         which = np.searchsorted(edges, pred_log)
@@ -130,6 +134,7 @@ class Interval:
         return cls(np.asarray(edges, float), low, high)
 
     def apply(self, pred_log: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) log bounds of each predicted log time, from its bin."""
         which = np.searchsorted(self.edges, pred_log)
         return pred_log + self.low[which], pred_log + self.high[which]
 
@@ -173,14 +178,17 @@ class LayerPredictor(BaseEstimator):
         ``"mape"`` or ``"rmse_ms"`` (validation) for choosing among candidates.
     refit:
         Refit the chosen model on training plus validation rows.
-    calibrate_unseen:
+    unseen_interval_refits:
         With three or more devices in training, refit the chosen model leaving each device out
-        in turn (on at most ``calibration_rows`` rows) and take the interval for devices not
+        in turn (on at most ``interval_refit_rows`` rows) and take the interval for devices not
         seen in training from those out-of-device errors.
-    calibration_rows:
-        Row budget of each leave-one-device-out calibration fit.
+    interval_refit_rows:
+        Row budget of each leave-one-device-out refit.
     min_rows:
         Fewest usable rows a layer type needs.
+    calibrate_unseen, calibration_rows:
+        Deprecated names of ``unseen_interval_refits`` and ``interval_refit_rows``
+        (:mod:`layerwise.deprecated`).
     """
 
     def __init__(
@@ -193,10 +201,12 @@ class LayerPredictor(BaseEstimator):
         interval_bins: int = 4,
         selection_metric: str = "mape",
         refit: bool = True,
-        calibrate_unseen: bool = True,
-        calibration_rows: int = 30000,
+        unseen_interval_refits: bool = True,
+        interval_refit_rows: int = 30000,
         min_rows: int = 20,
         random_state: int = 0,
+        calibrate_unseen: bool | None = None,
+        calibration_rows: int | None = None,
     ):
         self.model = model
         self.candidates = tuple(candidates)
@@ -206,10 +216,12 @@ class LayerPredictor(BaseEstimator):
         self.interval_bins = interval_bins
         self.selection_metric = selection_metric
         self.refit = refit
-        self.calibrate_unseen = calibrate_unseen
-        self.calibration_rows = calibration_rows
+        self.unseen_interval_refits = unseen_interval_refits
+        self.interval_refit_rows = interval_refit_rows
         self.min_rows = min_rows
         self.random_state = random_state
+        self.calibrate_unseen = calibrate_unseen
+        self.calibration_rows = calibration_rows
 
     # ------------------------------------------------------------------ fitting
     def _candidates_for(self, layer: str) -> tuple[str, ...]:
@@ -232,9 +244,12 @@ class LayerPredictor(BaseEstimator):
         """Fit one model per layer type in ``rows``; ``validation`` rows, if given, choose it."""
         if self.selection_metric not in ("mape", "rmse_ms"):
             raise ValueError("selection_metric must be 'mape' or 'rmse_ms'")
+        refits = renamed_param(self, "calibrate_unseen", "unseen_interval_refits")
+        refit_rows = renamed_param(self, "calibration_rows", "interval_refit_rows")
         train_all = training_rows(rows)
         if train_all.empty:
-            raise ValueError("no usable training rows (status ok and positive time_ms_median)")
+            raise TrainingDataError(
+                "no usable training rows (status ok and positive time_ms_median)")
         val_all = training_rows(validation) if validation is not None else None
         types = layer_types(train_all)
         val_types = layer_types(val_all) if val_all is not None else None
@@ -242,18 +257,19 @@ class LayerPredictor(BaseEstimator):
         for layer in sorted(types.unique()):
             part = train_all.loc[types == layer]
             if len(part) < self.min_rows:
-                raise ValueError(
+                raise TrainingDataError(
                     f"layer type {layer!r}: {len(part)} usable rows, need at least {self.min_rows}"
                 )
             if val_all is not None:
                 val = val_all.loc[val_types == layer]
                 if len(val) == 0:
-                    raise ValueError(f"validation rows have no {layer!r} rows")
+                    raise TrainingDataError(f"validation rows have no {layer!r} rows")
                 train = part
             else:
                 tr_idx, val_idx = split_per_gpu(part, self.val_fraction, self.random_state)
                 train, val = part.loc[tr_idx], part.loc[val_idx]
-            self.layers_[layer] = self._fit_layer(layer, train, val)
+            self.layers_[layer] = self._fit_layer(layer, train, val,
+                                                  refit_rows if refits else None)
         self.info_ = {
             "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "n_rows": int(len(train_all)),
@@ -261,7 +277,9 @@ class LayerPredictor(BaseEstimator):
         }
         return self
 
-    def _fit_layer(self, layer: str, train: pd.DataFrame, val: pd.DataFrame) -> LayerModel:
+    def _fit_layer(self, layer: str, train: pd.DataFrame, val: pd.DataFrame,
+                   refit_rows: int | None) -> LayerModel:
+        """The chosen model of one layer type; ``refit_rows`` None: no unseen-device refits."""
         X_tr, X_val = feature_frame(train, layer), feature_frame(val, layer)
         y_tr = np.log(train[TIME_COLUMN].to_numpy(float))
         y_val = np.log(val[TIME_COLUMN].to_numpy(float))
@@ -292,10 +310,10 @@ class LayerPredictor(BaseEstimator):
             seconds[f"{best}_refit"] = time.perf_counter() - start
             n_train += len(val)
         unseen = None
-        if self.calibrate_unseen:
+        if refit_rows is not None:
             start = time.perf_counter()
-            unseen = self._unseen_interval(best, X_all, y_all, g_all)
-            seconds["unseen_calibration"] = time.perf_counter() - start
+            unseen = self._unseen_interval(best, X_all, y_all, g_all, refit_rows)
+            seconds["unseen_interval_refits"] = time.perf_counter() - start
         return LayerModel(
             layer=layer, model=best, estimator=est, feature_names=list(X_tr.columns),
             interval=interval, validation=scores, n_train=n_train,
@@ -304,7 +322,7 @@ class LayerPredictor(BaseEstimator):
         )
 
     def _unseen_interval(
-        self, name: str, X: pd.DataFrame, y: np.ndarray, gpu: np.ndarray
+        self, name: str, X: pd.DataFrame, y: np.ndarray, gpu: np.ndarray, refit_rows: int
     ) -> Interval | None:
         """Interval from leave-one-device-out errors (None with fewer than three devices)."""
         _, device = np.unique(hardware_signatures(X), axis=0, return_inverse=True)
@@ -313,10 +331,10 @@ class LayerPredictor(BaseEstimator):
             return None
         rng = np.random.default_rng(self.random_state)
         base = make_estimator(name, self._params(name))
-        params = {**self._params(name), **base.calibration_params()}
+        params = {**self._params(name), **base.interval_refit_params()}
         preds, resids = [], []
         for d in np.unique(device):
-            train, test = capped_fold(device, d, rng, self.calibration_rows)
+            train, test = capped_fold(device, d, rng, refit_rows)
             est = make_estimator(name, params).fit(X.iloc[train], y[train], gpu[train])
             pred = est.predict(X.iloc[test], gpu[test])
             preds.append(pred)
@@ -391,7 +409,8 @@ class LayerPredictor(BaseEstimator):
             if lm.unseen_interval is not None:
                 arrays.update(uv_edges=lm.unseen_interval.edges, uv_low=lm.unseen_interval.low,
                               uv_high=lm.unseen_interval.high)
-            np.savez_compressed(path / f"{layer}.npz", **arrays)
+            # numpy's stub types **kwds as bool (its allow_pickle keyword): arrays are right
+            np.savez_compressed(path / f"{layer}.npz", **arrays)  # type: ignore[arg-type]
             layers_meta[layer] = {
                 "model": lm.model,
                 "params": lm.estimator.params(),
@@ -427,7 +446,8 @@ class LayerPredictor(BaseEstimator):
                 arrays = {k: npz[k] for k in npz.files}
             est_arrays = {k[4:]: v for k, v in arrays.items() if k.startswith("est_")}
             if meta["model"] not in ESTIMATORS:
-                raise ValueError(f"{doc_path}: unknown model {meta['model']!r} for {layer}")
+                raise SavedPredictorError(
+                    f"{doc_path}: unknown model {meta['model']!r} for {layer}")
             est = ESTIMATORS[meta["model"]].from_state(meta["params"], meta["state"], est_arrays)
             predictor.layers_[layer] = LayerModel(
                 layer=layer, model=meta["model"], estimator=est,

@@ -170,6 +170,7 @@ class BatchScaled:
         return cls(b, per_image)
 
     def at(self, batch: int) -> Any:
+        """The reference network rebuilt at ``batch`` (per-image quantities scaled)."""
         rows = []
         for row, scaled in zip(self.ref.rows, self.per_image, strict=True):
             new = dict(row)

@@ -23,7 +23,9 @@ Rules
   tasks Ray really ran more than once. A task that *raises* (not a crash: a missing framework,
   no such device) stops the campaign with that error; rows written so far stay.
 * Ray: the Ray this process already runs is used as it is (and left running); otherwise
-  ``address`` joins that cluster (whose workers need jobcast and the backend's framework),
+  ``address`` joins that cluster (whose workers need jobcast and the backend's framework; a
+  backend registered outside :mod:`layerwise.backends` is found in a worker by importing its
+  module, :attr:`~layerwise.backends.Backend.home`, which the workers must be able to import),
   else a local Ray is started with ``num_cpus``. Ray started or joined here is shut down at
   the end. Nothing to time means Ray is not started at all.
 * ``ray`` is imported inside the functions only: this module imports without it, and
@@ -46,9 +48,16 @@ from pathlib import Path
 from typing import Any
 
 from fleet.ray_session import RayMissing, connect, import_ray, task_failure
-from layerwise.backends import TimingPlan, check_precision, get_backend, require_module
+from layerwise.backends import (
+    TimingPlan,
+    check_precision,
+    ensure_backend,
+    get_backend,
+    require_module,
+)
 from layerwise.bench import (
     DEFAULT_PRECISIONS,
+    CampaignError,
     CampaignResult,
     bench_row,
     campaign_configs,
@@ -57,8 +66,8 @@ from layerwise.bench import (
     parse_precisions,
     prepare_campaign_file,
 )
-from layerwise.hardware import parse_device
 from layerwise.layers import FeatureSpace
+from layerwise.local_device import parse_device
 
 __all__ = ["CONFIGS_PER_TASK", "MAX_RETRIES", "RayCampaignResult", "RayMissing", "bench_chunk",
            "run_ray_campaign"]
@@ -102,15 +111,17 @@ class _AttemptLedger:
 
 
 def _run_chunk(task: ChunkFn, key: str, ledger: Any, rows: list[dict], device: str,
-               plan: TimingPlan, backend: str) -> dict:
-    """The Ray task: note the attempt, describe the device, time the chunk."""
+               plan: TimingPlan, backend: str, home: str = "") -> dict:
+    """The Ray task: note the attempt, get the backend (importing ``home``, the module that
+    defines it, where the worker has not registered it), describe the device, time the
+    chunk."""
     import ray
 
     try:
         attempt = ray.get(ledger.begin.remote(key))
     except Exception:  # noqa: BLE001 - a lost ledger only loses the retry count
         attempt = 0
-    hw = get_backend(backend).detect(device)
+    hw = ensure_backend(backend, home).detect(device)
     records = task(rows, device, plan, backend)
     return {"records": records, "device": hw, "host": socket.gethostname(),
             "pid": os.getpid(), "attempt": attempt}
@@ -144,9 +155,9 @@ def run_ray_campaign(
     kills its worker).
     """
     if configs_per_task < 1:
-        raise ValueError("configs_per_task must be at least 1")
+        raise CampaignError("configs_per_task must be at least 1")
     if max_retries < 0:
-        raise ValueError("max_retries must be 0 or more")
+        raise CampaignError("max_retries must be 0 or more")
     started = time.perf_counter()
     plan = plan or TimingPlan()
     engine = get_backend(backend)
@@ -204,7 +215,7 @@ def _drive(ray: Any, writer: _Writer, todo: list[dict], task: ChunkFn, slots: in
             while queue and len(pending) < 2 * slots:
                 key, rows = queue.popleft()
                 ref = remote.remote(task, key, ledger, rows, writer.task_device, plan,
-                                    writer.backend)
+                                    writer.backend, get_backend(writer.backend).home)
                 pending[ref] = (key, rows)
                 result.tasks += 1
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
@@ -299,12 +310,12 @@ def _slots(ray: Any, kind: str, accelerator_type: str | None) -> int:
     resources = ray.cluster_resources()
     slots = int(resources.get("GPU" if kind == "gpu" else "CPU", 0))
     if slots < 1:
-        raise ValueError(f"the Ray cluster has no {kind.upper()} (resources: "
-                         f"{', '.join(sorted(resources)) or 'none'}); use --device cpu"
-                         if kind == "gpu" else "the Ray cluster has no CPU")
+        raise CampaignError(f"the Ray cluster has no {kind.upper()} (resources: "
+                            f"{', '.join(sorted(resources)) or 'none'}); use --device cpu"
+                            if kind == "gpu" else "the Ray cluster has no CPU")
     if accelerator_type and f"accelerator_type:{accelerator_type}" not in resources:
         known = sorted(k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:"))
-        raise ValueError(f"no Ray node has accelerator type {accelerator_type!r} "
-                         f"(known: {', '.join(known) or 'none'})")
+        raise CampaignError(f"no Ray node has accelerator type {accelerator_type!r} "
+                            f"(known: {', '.join(known) or 'none'})")
     return slots
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from fleet.catalog import UnknownGpuError, resolve_gpu
+from fleet.catalog import UnknownGpuError, on_catalog_change, resolve_gpu
 from fleet.precision import Precision, bytes_per_element, parse_precision
 from layerwise.errors import LayerwiseError
 from layerwise.layers import LAYER_TYPES
@@ -69,6 +69,9 @@ def _gpu_device(name: str, precision: Precision) -> tuple[float, ...]:
             float(spec.sm_count),
             float(spec.l2_mb or 4.0), float(spec.boost_clock_mhz),
             float(spec.has_tensor_cores(precision)), float(spec.tdp_w or DEFAULT_TDP_W))
+
+
+on_catalog_change(_gpu_device.cache_clear)  # a GPU registered or removed at run time
 
 
 def _hw_device(row: Mapping) -> tuple[float, ...]:

@@ -4,17 +4,21 @@ Rules:
 
 * :func:`load_predictor` reads either saved format: roofline efficiency (``efficiency.json``)
   or per-layer-type (``predictor.json``). An efficiency folder with a ``specialist/``
-  sub-folder (a per-type predictor) loads as a :class:`HybridPredictor`.
-* :class:`HybridPredictor`: the per-type gradient-boosted trees answer the rows they were
+  sub-folder (a per-type predictor) loads as an :class:`EfficiencyPlusSpecialist`.
+* :class:`EfficiencyPlusSpecialist`: the per-type gradient-boosted trees answer the rows they were
   built for and win on — single-layer TensorFlow fp32 conv/dense rows on a GPU among their
   training devices (Justus split: 4.5–5.8 % conv MAPE against the efficiency model's 13–15 %);
   the efficiency model answers every other row. ``model`` says which answered.
 * Network forecasts use ``network_model`` (the efficiency model alone), so a whole network is
   priced the same way on every GPU and the fitted composition applies.
+* ``HybridPredictor`` is the deprecated name of :class:`EfficiencyPlusSpecialist` (issue 26:
+  "hybrid" names the forecast route that mixes history and layers); it still imports, with a
+  :class:`DeprecationWarning`.
 """
 
 from __future__ import annotations
 
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -30,7 +34,7 @@ from layerwise.predictor import DEFAULT_DIR, LayerPredictor
 SPECIALIST_DIR = "specialist"
 
 
-class HybridPredictor:
+class EfficiencyPlusSpecialist:
     """The efficiency model, with a per-type specialist for its home rows (module rules)."""
 
     def __init__(self, efficiency: EfficiencyPredictor, specialist: LayerPredictor):
@@ -42,10 +46,12 @@ class HybridPredictor:
 
     @property
     def network_model(self) -> EfficiencyPredictor:
+        """The model that prices whole networks: the efficiency model alone."""
         return self.efficiency
 
     @property
     def known_layers(self) -> set[str]:
+        """Kinds it prices: the efficiency model's."""
         return self.efficiency.known_layers
 
     def _home(self, rows: pd.DataFrame) -> np.ndarray:
@@ -72,6 +78,8 @@ class HybridPredictor:
         return home
 
     def predict(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """Rows priced by the specialist on its home rows, by the efficiency model
+        elsewhere; ``model`` says which."""
         out = self.efficiency.predict(rows)
         out["model"] = "efficiency"
         home = self._home(rows)
@@ -91,7 +99,8 @@ def load_predictor(directory: str | Path) -> Any:
     if (path / "efficiency.json").is_file():
         efficiency = EfficiencyPredictor.load(path)
         if (path / SPECIALIST_DIR / "predictor.json").is_file():
-            return HybridPredictor(efficiency, LayerPredictor.load(path / SPECIALIST_DIR))
+            return EfficiencyPlusSpecialist(efficiency,
+                                            LayerPredictor.load(path / SPECIALIST_DIR))
         return efficiency
     if (path / "predictor.json").is_file():
         return LayerPredictor.load(path)
@@ -109,3 +118,16 @@ def default_predictor() -> Any:
             "reinstall jobcast or build it with `python -m layerwise.corpora.build_default`"
         )
     return load_predictor(DEFAULT_DIR)
+
+
+_DEPRECATED = {"HybridPredictor": "EfficiencyPlusSpecialist"}
+
+
+def __getattr__(name: str) -> Any:
+    """The deprecated names of this module (``HybridPredictor``), with a warning."""
+    if name in _DEPRECATED:
+        new = _DEPRECATED[name]
+        warnings.warn(f"layerwise.shipped.{name} is deprecated; use {new}", DeprecationWarning,
+                      stacklevel=2)
+        return globals()[new]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -245,11 +245,14 @@ class Recorder(TorchFunctionMode):
 
     # -- module hooks -----------------------------------------------------------------
     def enter(self, module: Any, args: Any) -> None:
+        """Forward pre-hook: push the module's name; count nesting in an atomic module."""
         self.stack.append(self.names.get(id(module), type(module).__name__))
         if type(module).__name__ in ATOMIC_MODULES:
             self.atomic += 1
 
     def leave(self, module: Any, args: Any, output: Any) -> None:
+        """Forward hook: record an atomic module as one row when leaving the outermost;
+        pop its name."""
         name = type(module).__name__
         if name in ATOMIC_MODULES:
             self.atomic -= 1

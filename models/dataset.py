@@ -25,10 +25,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from fleet.errors import ErrorInfo
 from ingest.store import Store, StoredRun
 from models.variant import BrokenMeta, run_resolution, run_system, variant_key
 
 MAX_POINTS_PER_RUN_PHASE = 200
+SKIPPED_KIND = "skipped_run"  # the error kind of a stored run the fit cannot use
 COLUMNS = [
     "run_id",
     "source",
@@ -62,12 +64,18 @@ class SkippedRun:
     reason: str
     model_id: str = ""  # the (pooled) model its key would have; set by the fit
 
+    def info(self) -> ErrorInfo:
+        """Why the run was skipped in the one error shape (:class:`fleet.errors.ErrorInfo`,
+        kind ``skipped_run``, ``file`` its source)."""
+        return ErrorInfo(kind=SKIPPED_KIND, message=self.reason, file=self.source or None)
+
     def to_dict(self) -> dict:
         """The ``jobcast fit --json`` entry of a skipped run (an ``error`` entry of its key's
-        model, with ``skipped`` and the run's ``source`` and number)."""
+        model, with ``skipped`` and the run's ``source`` and number; ``problem``:
+        :meth:`info`)."""
         return {"model": self.model_id, "error": f"run skipped: {self}", "skipped": self.reason,
                 "source": self.source, "run": self.run, "network": self.network,
-                "deployment": self.deployment}
+                "deployment": self.deployment, "problem": self.info().as_dict()}
 
     def __str__(self) -> str:
         return f"{self.source} run {self.run}: {self.reason}"
@@ -94,7 +102,7 @@ def stack_spellings(stored: list[StoredRun]) -> dict[str, str]:
 
     spelling: dict[str, str] = {}
     for run in sorted(stored, key=order):
-        stack = software_stack(run.framework)
+        stack = software_stack(run.stack)
         spelling.setdefault(stack_key(stack), stack)
     return spelling
 
@@ -166,7 +174,7 @@ def _run_rows(run: StoredRun, segs: list[dict], spelling: dict[str, str]) -> lis
                     "source": run.source,
                     "network": run.network,
                     "deployment": run.deployment,
-                    "stack": spelling[stack_key(run.framework)],
+                    "stack": spelling[stack_key(run.stack)],
                     "phase": phase,
                     "batch_size": int(batch),
                     "iterations": iters,
@@ -194,7 +202,7 @@ def _skipped(run: StoredRun, segs: list[dict], spelling: dict[str, str],
         system = ""
     return SkippedRun(
         source=run.source, run=run.run_index + 1, network=run.network or "",
-        deployment=run.deployment or "", stack=spelling.get(stack_key(run.framework), ""),
+        deployment=run.deployment or "", stack=spelling.get(stack_key(run.stack), ""),
         variant=variant, system=system,
         phases=tuple(p for p in ("train", "test") if any(s["phase"] == p for s in segs)),
         reason=reason)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from fleet.errors import ErrorInfo
 from ingest.store import Store
 from models.choice import Choice, NoModelError, select
 from models.dataset import SkippedRun, collect_points, stack_key
@@ -60,6 +61,7 @@ VARIANT_SLUG_MAX = 80
 SYSTEM_SLUG_MAX = 60
 ID_MAX = 500
 KEY_FIELDS = ("network", "deployment", "phase", "stack", "variant", "system")
+FIT_FAILURE_KIND = "fit"  # the error kind of a key that could not be fitted
 
 __all__ = ["Choice", "FittedModel", "NoModelError", "select"]  # callers import them here
 
@@ -145,8 +147,14 @@ class FitFailure:
     variant: str = ""
     system: str = ""
 
+    def info(self) -> ErrorInfo:
+        """The failure in the one error shape (:class:`fleet.errors.ErrorInfo`, kind
+        ``fit``)."""
+        return ErrorInfo(kind=FIT_FAILURE_KIND, message=self.reason)
+
     def to_dict(self) -> dict:
-        """The ``jobcast fit --json`` entry: the key, its size and ``error`` (the reason)."""
+        """The ``jobcast fit --json`` entry: the key, its size, ``error`` (the reason, a
+        string as before) and ``problem`` (:meth:`info`, the one error shape)."""
         return {
             "model": self.model_id,
             "network": self.network,
@@ -158,6 +166,7 @@ class FitFailure:
             "runs": self.runs,
             "points": self.points,
             "error": self.reason,
+            "problem": self.info().as_dict(),
         }
 
     def __str__(self) -> str:
@@ -255,6 +264,7 @@ def fit_report(points: pd.DataFrame, form: str = "auto",
                                               system))
             continue
         taken[mid] = plan.key
+        assert plan.estimator is not None  # no error: fitted (hierarchy.fit_groups)
         report.models.append(
             FittedModel(model_id=mid, network=network, deployment=deployment, phase=phase,
                         stack=plan.stack, last_run_time=plan.last_run_time,

@@ -27,12 +27,16 @@ class FittedModel:
 
     @property
     def thin(self) -> bool:
+        """Whether its estimator saw too few runs or points (``thin_``); its interval then
+        comes from the pooled prior (:mod:`models.hierarchy`)."""
         return bool(self.estimator.thin_)
 
     def evidence(self) -> dict:
+        """The history behind the model: runs, points and the CV error in %."""
         return self.estimator.evidence()
 
     def to_record(self) -> dict:
+        """The model as a JSON-able record (what the store of fitted models keeps)."""
         return {
             "model_id": self.model_id,
             "network": self.network,
@@ -53,6 +57,7 @@ class FittedModel:
 
     @classmethod
     def from_record(cls, rec: dict) -> FittedModel:
+        """The model saved by :meth:`to_record`."""
         from models.phase_model import PhaseTimeModel
         p = rec["params"]
         return cls(

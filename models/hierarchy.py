@@ -83,6 +83,8 @@ class Spread:
     sigma_source: str
 
     def as_dict(self, resolution_rel: float = 0.0) -> dict:
+        """The spreads as JSON, with the prior's relative half-width at
+        ``resolution_rel`` (the clock's resolution relative to the run)."""
         return {
             "between_systems": self.tau,
             "within_system": self.sigma,
@@ -107,7 +109,7 @@ def _plan(key, rows: pd.DataFrame, form: str, fit_key: Callable) -> Planned:
     )
     try:
         plan.estimator = fit_key(rows, form)
-    except Exception as exc:  # any reason: report the key, fit the others
+    except Exception as exc:  # noqa: BLE001 - any reason: report the key, fit the others
         text = str(exc) or "no message"
         plan.error = text if isinstance(exc, ValueError) else f"{type(exc).__name__}: {text}"
     return plan

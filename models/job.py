@@ -85,6 +85,8 @@ class JobPlan:
                 _number(name, value, low=1, whole=True)
 
     def train_iterations(self) -> int:
+        """Training steps: ``iterations``, else epochs x ceil(dataset / batch); ValueError
+        when neither is given or the count is past :data:`MAX_JOB_ITERATIONS`."""
         if self.iterations is not None:
             return int(self.iterations)
         if self.epochs is None or self.dataset_size is None:
@@ -99,6 +101,8 @@ class JobPlan:
         return math.floor(min(self.epochs / self.eval_every + 1e-9, 2.0 * MAX_JOB_ITERATIONS))
 
     def test_iterations(self) -> int:
+        """Evaluation steps: passes x ceil(eval_size / eval batch) (0 without
+        evaluations); ValueError when evaluations lack ``eval_size``."""
         if not self.eval_every or not self.epochs:
             return 0
         if not self.eval_size:

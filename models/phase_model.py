@@ -142,6 +142,8 @@ class PhaseTimeModel(RegressorMixin, BaseEstimator):
         return forms
 
     def fit(self, X: pd.DataFrame, y, groups) -> PhaseTimeModel:
+        """Cross-validate the candidate forms by run, keep the best and refit it on all
+        rows (``X``, ``y``, ``groups`` as in the class doc); returns ``self``."""
         it = np.asarray(X["iterations"], dtype=float)
         bs = np.asarray(X["batch_size"], dtype=float)
         y = np.asarray(y, dtype=float)
@@ -165,10 +167,10 @@ class PhaseTimeModel(RegressorMixin, BaseEstimator):
             self.fit_weights_ /= _run_totals(y, groups) ** 2
         results = [self._cross_validate(f, it, bs, y, groups, res)
                    for f in self._candidates(bs)]
-        scored = [r for r in results if r.mape is not None]
+        scored = [(r.mape, r) for r in results if r.mape is not None]
         # the first candidate within rounding of the lowest error (the order breaks ties)
-        low = min((r.mape for r in scored), default=0.0)
-        best = next((r for r in scored if r.mape <= low * (1 + 1e-9) + 1e-12), results[0])
+        low = min((mape for mape, _ in scored), default=0.0)
+        best = next((r for mape, r in scored if mape <= low * (1 + 1e-9) + 1e-12), results[0])
         self.cv_ = {r.form: r.mape for r in results}
         self.cv_kind_ = best.kind
         self.form_ = best.form
@@ -281,6 +283,7 @@ class PhaseTimeModel(RegressorMixin, BaseEstimator):
         return _design(it, bs, self.terms_) @ self.coef_
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
+        """Predicted seconds of each row of ``X`` (``iterations``, ``batch_size``)."""
         it = np.asarray(X["iterations"], dtype=float)
         bs = np.asarray(X["batch_size"], dtype=float)
         return self._raw_predict(it, bs)
@@ -329,6 +332,7 @@ class PhaseTimeModel(RegressorMixin, BaseEstimator):
     # -- persistence -------------------------------------------------------------
 
     def to_dict(self) -> dict:
+        """The fitted model as a JSON-able dict (:meth:`from_dict` reads it back)."""
         return {
             "form": self.form_,
             "terms": list(self.terms_),
@@ -356,6 +360,7 @@ class PhaseTimeModel(RegressorMixin, BaseEstimator):
 
     @classmethod
     def from_dict(cls, d: dict) -> PhaseTimeModel:
+        """The model saved by :meth:`to_dict`."""
         m = cls(form=d["form"], coverage=d["coverage"], weighting=d.get("weighting", "absolute"),
                 total_weight=float(d.get("total_weight", 0.0)))
         m.form_, m.terms_ = d["form"], tuple(d["terms"])

@@ -69,6 +69,7 @@ class Relation:
     age: str = "unknown"
 
     def as_dict(self) -> dict[str, str]:
+        """The relation's fields as a dict (the selector's cell keys)."""
         return asdict(self)
 
     def describe(self) -> str:
@@ -115,6 +116,7 @@ class Cell:
     bias: float
 
     def as_list(self) -> list[float]:
+        """``[n, mean_abs, q_low, q_high, bias]``: the cell as stored in JSON."""
         return [self.n, self.mean_abs, self.q_low, self.q_high, self.bias]
 
 
@@ -130,6 +132,7 @@ class Judgement:
     n: int
 
     def expected_percent(self) -> float:
+        """The expected error as a percentage of the forecast: ``100 (e^expected - 1)``."""
         return 100.0 * math.expm1(self.expected)
 
 
@@ -141,6 +144,10 @@ class SelectorCells:
     """Judges candidates from fitted backtest cells (``models.selector`` rules); what
     :class:`models.selector.BacktestSelector` fits. Fitted attributes: ``cells_``, ``n_``,
     ``kinds_``."""
+
+    cells_: dict[str, dict[str, list[float]]]
+    n_: int
+    kinds_: list[str]
 
     def __init__(self, min_count: int = 8, shrink: float = 20.0, coverage: float = 0.90,
                  slack: float = 0.04):
@@ -165,7 +172,7 @@ class SelectorCells:
             name = ",".join(level) or "*"
             raw = self.cells_.get(name, {}).get(_key(relation, level))
             if raw is not None:
-                found.append((f"{name}:{_key(relation, level)}", Cell(*raw)))
+                found.append((f"{name}:{_key(relation, level)}", Cell(int(raw[0]), *raw[1:])))
         return found
 
     def judge(self, relation: Mapping[str, Any] | Relation) -> Judgement | None:
@@ -177,10 +184,10 @@ class SelectorCells:
         ranked = self._cells(rel, RANK_LEVELS)
         if not cells or not ranked:
             return None
-        expected = None
-        for _, cell in reversed(ranked):  # coarse to fine, each shrunk toward its parent
-            expected = cell.mean_abs if expected is None else (
-                (cell.n * cell.mean_abs + self.shrink * expected) / (cell.n + self.shrink))
+        coarse_first = [cell for _, cell in reversed(ranked)]
+        expected = coarse_first[0].mean_abs
+        for cell in coarse_first[1:]:  # coarse to fine, each shrunk toward its parent
+            expected = (cell.n * cell.mean_abs + self.shrink * expected) / (cell.n + self.shrink)
         name, used = next(((k, c) for k, c in cells if c.n >= self.min_count), cells[-1])
         widen = 1.0 + 1.0 / math.sqrt(max(used.n, 1))
         # the forecast is multiplied by exp(error): its low end by the low quantile
@@ -191,11 +198,13 @@ class SelectorCells:
     # -- persistence -----------------------------------------------------------------
 
     def to_dict(self) -> dict:
+        """The fitted cells as JSON (parameters, cells, error count, kinds)."""
         return {"params": self.get_params(), "cells": self.cells_, "n": self.n_,
                 "kinds": self.kinds_}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SelectorCells:
+        """The selector saved by :meth:`to_dict`."""
         sel = cls(**data.get("params", {}))
         sel.cells_ = {k: dict(v) for k, v in data["cells"].items()}
         sel.n_ = int(data.get("n", 0))

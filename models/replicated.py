@@ -64,6 +64,8 @@ class DataParallelScaling(BaseEstimator):
         self.coverage = coverage
 
     def fit(self, X: pd.DataFrame, y: Any, residuals: Any = None) -> DataParallelScaling:
+        """Fit the module rule's costs on multi-GPU steps (``X``, ``y`` and
+        ``residuals`` as in the class doc); returns ``self``."""
         from scipy.optimize import least_squares
 
         y = np.asarray(y, float)
@@ -78,11 +80,11 @@ class DataParallelScaling(BaseEstimator):
         self.tensor_ms_ = {"full": float(fit.x[2]), "half": float(fit.x[3])}
         self.overlap_ = float(1.0 - fit.x[4])
         pred = self.predict(X)
-        resid = (np.asarray(residuals, float) if residuals is not None
-                 else np.log(y) - np.log(pred))
+        log_resid = (np.asarray(residuals, float) if residuals is not None
+                     else np.log(y) - np.log(pred))
         alpha = (1.0 - self.coverage) / 2.0
-        self.log_low_ = min(float(np.quantile(resid, alpha)), 0.0)
-        self.log_high_ = max(float(np.quantile(resid, 1.0 - alpha)), 0.0)
+        self.log_low_ = min(float(np.quantile(log_resid, alpha)), 0.0)
+        self.log_high_ = max(float(np.quantile(log_resid, 1.0 - alpha)), 0.0)
         self.n_fit_ = int(len(y))
         return self
 
@@ -91,6 +93,7 @@ class DataParallelScaling(BaseEstimator):
                          self.tensor_ms_["half"], 1.0 - self.overlap_])
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
+        """N-GPU step ms of each row of ``X`` (columns as for :meth:`fit`)."""
         return _model(self._theta(), *_columns(X))
 
     def step(self, step1_ms: float, allreduce: float, gpus: int, precision: str = "fp32",
@@ -120,11 +123,13 @@ class DataParallelScaling(BaseEstimator):
         return float(self.predict(X)[0])
 
     def to_dict(self) -> dict[str, Any]:
+        """The fitted costs as JSON (what :meth:`save` writes)."""
         return {"sync": self.sync_, "tensor_ms": self.tensor_ms_, "overlap": self.overlap_,
                 "log_low": self.log_low_, "log_high": self.log_high_, "n_fit": self.n_fit_,
                 "coverage": self.coverage}
 
     def save(self, path: str | Path = DEFAULT_PATH) -> Path:
+        """Write the fit to ``path`` (the shipped ``scaling.json`` by default)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True))
@@ -132,6 +137,7 @@ class DataParallelScaling(BaseEstimator):
 
     @classmethod
     def load(cls, path: str | Path = DEFAULT_PATH) -> DataParallelScaling:
+        """The fit saved at ``path`` (ValueError naming the file when unreadable)."""
         try:
             doc = json.loads(Path(path).read_text())
             model = cls(coverage=float(doc.get("coverage", 0.9)))

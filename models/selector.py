@@ -80,6 +80,8 @@ class BacktestSelector(BaseEstimator, SelectorCells):
     # __init__ (min_count, shrink, coverage, slack) is SelectorCells': one definition.
 
     def fit(self, X: pd.DataFrame, y: Iterable[float]) -> BacktestSelector:
+        """Fit the cells from backtest errors (``X``, ``y`` as in the class doc);
+        returns ``self``."""
         err = np.asarray(list(y), dtype=float)
         if len(err) != len(X):
             raise ValueError(f"{len(X)} relations but {len(err)} errors")

@@ -177,10 +177,12 @@ class DataParallelFit:
         return ms, ms * math.exp(self.log_low), ms * math.exp(self.log_high)
 
     def to_dict(self) -> dict[str, float]:
+        """The fitted costs as JSON (what :meth:`save` writes)."""
         return {"layer_ms": self.layer_ms, "allreduce_factor": self.allreduce_factor,
                 "log_low": self.log_low, "log_high": self.log_high, "n_fit": self.n_fit}
 
     def save(self, path: str | Path = DP_PATH) -> Path:
+        """Write the fit to ``path`` (the shipped PyTorch scaling file by default)."""
         path = Path(path)
         path.write_text(json.dumps({"data_parallel": self.to_dict()}, indent=1,
                                    sort_keys=True))
@@ -188,6 +190,7 @@ class DataParallelFit:
 
     @classmethod
     def load(cls, path: str | Path = DP_PATH) -> DataParallelFit:
+        """The fit saved at ``path``; ValueError naming the file when unreadable."""
         try:
             doc = json.loads(Path(path).read_text())["data_parallel"]
             return cls(float(doc["layer_ms"]), float(doc["allreduce_factor"]),

@@ -187,7 +187,8 @@ def _smooth(values: list[float]) -> tuple[float, float, np.ndarray]:
     level restarts there instead of creeping towards it."""
     best: tuple[float, float, float, np.ndarray] | None = None
     for alpha in SMOOTHING:
-        level, errors = values[0], []  # type: list[float]
+        level: float = values[0]
+        errors: list[float] = []
         for v in values[1:]:
             err = v - level
             scale = 1.4826 * float(np.median(np.abs(errors))) if len(errors) >= 3 else None
@@ -233,6 +234,7 @@ class WholeJobCandidate:
     source: str = "whole-job"
 
     def to_dict(self) -> dict:
+        """The candidate's fields as a dict."""
         return asdict(self)
 
 

@@ -38,18 +38,19 @@ NOTEBOOKS = {
         ("code", SETUP),
         ("code", """\
 import tempfile
-from ingest.pipeline import Overrides, ingest_paths
-from ingest.store import Store
+from jobcast.service.ingesting import ingest, ingest_options
+from jobcast.service.stores import open_store
 from models.dataset import progress_points
 from models.e2e import fit_store
 
 tmp = Path(tempfile.mkdtemp())
-store = Store(f"sqlite:///{tmp / 'nb.db'}")
+store = open_store(f"sqlite:///{tmp / 'nb.db'}")
 logs = SHARED / "logs" if (SHARED / "logs").is_dir() else DATA
-report = ingest_paths(store, [str(logs / "mlperf")])
+report = ingest(store, [str(logs / "mlperf")], workers=1)
 caffe = sorted((logs / "caffe").glob("ducha_*.log"))
-report2 = ingest_paths(store, [str(p) for p in caffe], Overrides(deployment="unknown-gpu-x1"))
-print(len(report.added) + len(report2.added), "files ingested;", store.counts())
+report2 = ingest(store, [str(p) for p in caffe], ingest_options(deployment="unknown-gpu-x1"),
+                 workers=1)
+print(report.stored + report2.stored, "files ingested;", report2.counts)
 models = fit_store(store)
 points = progress_points(store)
 print(len(models), "models fitted")"""),
@@ -123,7 +124,7 @@ def quick_gbt(seen_gpus: bool):
     the transfer forest (catalog peak FLOPS) for a held-out GPU; the other gets one round.\"\"\"
     params = ({"max_iter": 300, "transfer": False} if seen_gpus
               else {"max_iter": 1, "transfer_max_iter": 80})
-    return LayerPredictor(model="gbt", refit=False, calibrate_unseen=False,
+    return LayerPredictor(model="gbt", refit=False, unseen_interval_refits=False,
                           params={"gbt": params})
 
 PAPER_RMSE = {"conv": {"V100": 1.73, "P100": 3.32, "M60": 6.07, "K80": 7.84, "K40": 11.90,
@@ -224,14 +225,14 @@ ax.legend(); plt.show()"""),
         ("code", SETUP),
         ("code", """\
 import tempfile
-from ingest.pipeline import ingest_paths
-from ingest.store import Store
 from models.e2e import fit_store
 from jobcast.service.compare import compare
 from jobcast.service.forecaster import Forecaster
+from jobcast.service.ingesting import ingest
 from jobcast.service.prices import load_prices
-store = Store(f"sqlite:///{Path(tempfile.mkdtemp()) / 'plan.db'}")
-ingest_paths(store, [str(DATA / "mlperf")]); fit_store(store)
+from jobcast.service.stores import open_store
+store = open_store(f"sqlite:///{Path(tempfile.mkdtemp()) / 'plan.db'}")
+ingest(store, [str(DATA / "mlperf")], workers=1); fit_store(store)
 result = compare(Forecaster(store), load_prices(), "resnet50", batch_size=256, epochs=40,
                  devices=["V100", "T4", "A100 SXM4 40GB", "L4"], include_history=True)
 table = pd.DataFrame(result["candidates"])

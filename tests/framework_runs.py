@@ -65,7 +65,7 @@ def lightning_run(folder: Path, epochs: int, steps: int, batch: int = 16, val_st
     to ``folder/lightning_logs/version_0``; returns what the run measured."""
     import pytorch_lightning as pl
     import torch
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
     from pytorch_lightning.callbacks import RichProgressBar, TQDMProgressBar
     from pytorch_lightning.loggers import CSVLogger
 
@@ -136,7 +136,7 @@ def hf_run(folder: Path, max_steps: int, batch: int = 16, evaluate: bool = True,
     """Train a tiny CNN with ``transformers.Trainer`` (one epoch = 10 steps), evaluating and
     checkpointing each epoch; ``trainer.save_state()`` at the end."""
     import torch
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
     from transformers import Trainer, TrainerCallback, TrainingArguments
     from transformers.utils import logging as hf_logging
 
@@ -197,7 +197,7 @@ def hf_run(folder: Path, max_steps: int, batch: int = 16, evaluate: bool = True,
         dataloader_num_workers=0, seed=0)
     trainer = Trainer(model=Net(), args=args, train_dataset=Data(10 * batch, 0),
                       eval_dataset=Data(2 * batch, 1), callbacks=[Timer()])
-    with contextlib.redirect_stdout(open(os.devnull, "w")):  # noqa: SIM115
+    with contextlib.redirect_stdout(open(os.devnull, "w")):
         trainer.train()
     trainer.save_state()
     measured.train_seconds = measured.wall_seconds - sum(s for _, s in measured.validations)

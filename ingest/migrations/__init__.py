@@ -100,6 +100,7 @@ def revision_of(conn: Connection) -> str | None:
 
 
 def state(engine: Engine) -> SchemaState:
+    """The schema revision the database at ``engine`` is at."""
     with engine.connect() as conn:
         return SchemaState(revision_of(conn))
 

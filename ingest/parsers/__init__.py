@@ -20,7 +20,11 @@ Rules
 * Detection asks the registered parsers in registration order; the first whose ``sniff``
   says yes parses the file. More specific formats are therefore registered first.
 * Adding a format is one new module here plus one :func:`register` line below. Modules are
-  imported when the registry is first asked, so importing one parser stays light.
+  imported when the registry is first asked, so importing one parser stays light. A module
+  outside this package (a test's own format: ``tests/ingest/test_toy_log_format.py``) is
+  registered at run time, ``register(name, first=True)``, and removed with
+  :func:`unregister`; a parallel ingest's parsing processes take the same registry
+  (:mod:`ingest.parallel`), so the module must be importable by name there.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ SNIFF_LINES = 200
 
 
 @dataclass(frozen=True)
-class Overrides:
+class ParseOverrides:
     """What the CLI supplies or replaces: ``--network``, ``--deployment``, ``--batch-size``,
     ``--tag key=value`` (``tags``: lower-case pairs that win over the variant a log states,
     ``meta["variant"]``) and ``--system`` (wins over the system a log or layout names,
@@ -51,30 +55,60 @@ class Overrides:
     job_key: str | None = None  # --job-key: identity rule of whole-job runs (ingest.whole_job)
 
 
+Overrides = ParseOverrides  # deprecated alias (one release): the name before issue 26
+
+
 @runtime_checkable
 class Parser(Protocol):
     """A log format. Implemented by modules: ``FORMAT``, ``sniff`` and ``parse``.
 
     Optional members (looked up with ``getattr``): ``LABEL: str``,
-    ``context(path: Path, source: str, overrides: Overrides) -> ParseContext``,
+    ``context(path: Path, source: str, overrides: ParseOverrides) -> ParseContext``,
     ``side_file(path: Path) -> bool`` and ``claims(path: Path) -> bool``.
     """
 
     FORMAT: str
 
-    def sniff(self, head: list[str]) -> bool: ...
+    def sniff(self, head: list[str]) -> bool:
+        """Whether ``head`` (the first :data:`SNIFF_LINES` lines) is this format."""
+        ...
 
-    def parse(self, lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]: ...
+    def parse(self, lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
+        """The runs in ``lines``; a :class:`ParseError` (line, reason) when there are none."""
+        ...
 
 
 _REGISTRY: list[str] = []
 
 
-def register(module: str) -> None:
-    """Append the parser module ``module`` (dotted name) to the detection order."""
+def register(module: str, *, first: bool = False) -> None:
+    """Add the parser module ``module`` (dotted name) to the detection order: last, or
+    ``first`` (asked before every other parser: a more specific format, or a test's own).
+
+    The module is imported when the registry is next asked, in this process and in the
+    parsing processes of a parallel ingest (:mod:`ingest.parallel` hands them this order),
+    so it must be importable by name there too.
+    """
     if module in _REGISTRY:
         raise ValueError(f"parser {module!r} is already registered")
-    _REGISTRY.append(module)
+    if first:
+        _REGISTRY.insert(0, module)
+    else:
+        _REGISTRY.append(module)
+
+
+def unregister(module: str) -> None:
+    """Remove the parser module ``module`` from the detection order (what :func:`register`
+    added; a test's own format, once it is done)."""
+    if module not in _REGISTRY:
+        raise ValueError(f"parser {module!r} is not registered")
+    _REGISTRY.remove(module)
+
+
+def adopt(order: Iterable[str]) -> None:
+    """Make the detection order exactly ``order`` (the dotted names :func:`names` gave in
+    another process): how a parsing process learns the formats its parent registered."""
+    _REGISTRY[:] = list(dict.fromkeys(order))
 
 
 # Detection order: the first parser whose sniff() matches wins.
@@ -124,7 +158,7 @@ def detect(
     parsers that claim ``path`` by its layout are asked first."""
     order = list(registered() if parsers is None else parsers)
     if path is not None:
-        claimed = [p for p in order if getattr(p, "claims", None) and p.claims(path)]
+        claimed = [p for p in order if (claims := getattr(p, "claims", None)) and claims(path)]
         order = claimed + [p for p in order if p not in claimed]
     for parser in order:
         if parser.sniff(head):
@@ -162,7 +196,7 @@ def binary_lines(path: Path, data: bytes, source: str,
     return None
 
 
-def with_overrides(ctx: ParseContext, source: str, overrides: Overrides) -> ParseContext:
+def with_overrides(ctx: ParseContext, source: str, overrides: ParseOverrides) -> ParseContext:
     """``ctx`` for ``source`` with the CLI's network, deployment and batch size."""
     return replace(
         ctx,
@@ -173,7 +207,8 @@ def with_overrides(ctx: ParseContext, source: str, overrides: Overrides) -> Pars
     )
 
 
-def context_for(path: Path, source: str, parser: Parser, overrides: Overrides) -> ParseContext:
+def context_for(path: Path, source: str, parser: Parser,
+                overrides: ParseOverrides) -> ParseContext:
     """The parse context for one file: the parser's own ``context`` where it has one."""
     make = getattr(parser, "context", None)
     if make is not None:

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
-from ingest.parsers import Overrides, with_overrides
+from ingest.parsers import ParseOverrides, with_overrides
 from ingest.parsers.history_common import (
     Facts,
     HistoryContext,
@@ -80,7 +80,7 @@ def sniff(head: list[str]) -> bool:
     return False
 
 
-def context(path: Path, source: str, overrides: Overrides) -> HistoryContext:
+def context(path: Path, source: str, overrides: ParseOverrides) -> HistoryContext:
     """``config.yaml`` beside ``metrics.json`` (module doc)."""
     ctx = with_overrides(ParseContext(), source, overrides)
     config_path = sibling(path, "config.yaml")

@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
-from ingest.parsers import Overrides, with_overrides
+from ingest.parsers import ParseOverrides, with_overrides
 from ingest.parsers.history_common import (
     Facts,
     HistoryContext,
@@ -79,7 +79,7 @@ def sniff(head: list[str]) -> bool:
     return text.lstrip().startswith("{") and '"log_history"' in text and '"global_step"' in text
 
 
-def context(path: Path, source: str, overrides: Overrides) -> HistoryContext:
+def context(path: Path, source: str, overrides: ParseOverrides) -> HistoryContext:
     """The model's ``config.json`` beside the state (module doc)."""
     ctx = with_overrides(ParseContext(), source, overrides)
     config_path = sibling(path, "config.json")

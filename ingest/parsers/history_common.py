@@ -353,7 +353,7 @@ def build_run(fmt: str, framework: str | None, found: Facts, segments: list[Segm
             else replace(s, batch_size=found.batch_size) for s in segments]
     return ParsedRun(
         format=fmt, network=found.network.strip().lower() if found.network else None,
-        deployment=found.deployment, framework=framework, batch_size=found.batch_size,
+        deployment=found.deployment, stack=framework, batch_size=found.batch_size,
         start_time=start_time, segments=segs, meta=meta, first_line=first_line,
         last_line=last_line,
     )

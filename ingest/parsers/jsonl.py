@@ -178,7 +178,7 @@ def _to_parsed(run: _Run, ctx: ParseContext) -> ParsedRun:
         format=FORMAT,
         network=str(network).strip().lower() if network else None,
         deployment=deployment,
-        framework=start.get("framework"),
+        stack=start.get("framework"),
         batch_size=batch,
         start_time=float(start["time"]),
         segments=run.segments,

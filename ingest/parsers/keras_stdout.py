@@ -344,7 +344,7 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
         framework = "Keras 3" if keras3 or (verbose == {2} and not keras2) else (
             "Keras 2" if keras2 else "Keras")
         parsed.append(ParsedRun(
-            format=FORMAT, framework=framework, batch_size=ctx.batch_size,
+            format=FORMAT, stack=framework, batch_size=ctx.batch_size,
             segments=run.segments, meta=meta, first_line=run.first_line,
             last_line=run.last_line,
         ))

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
-from ingest.parsers import Overrides, with_overrides
+from ingest.parsers import ParseOverrides, with_overrides
 from ingest.parsers.history_common import (
     Facts,
     HistoryContext,
@@ -138,7 +138,7 @@ def _hparams_facts(hparams: dict) -> dict[str, object]:
     return out
 
 
-def context(path: Path, source: str, overrides: Overrides) -> HistoryContext:
+def context(path: Path, source: str, overrides: ParseOverrides) -> HistoryContext:
     """``hparams.yaml`` beside the log or in a version folder below it (module doc)."""
     ctx = with_overrides(ParseContext(), source, overrides)
     by_version: dict[int, dict[str, object]] = {}

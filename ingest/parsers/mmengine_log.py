@@ -55,7 +55,7 @@ from pathlib import Path
 
 from fleet.deployment import Deployment
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
-from ingest.parsers import Overrides, with_overrides
+from ingest.parsers import ParseOverrides, with_overrides
 from ingest.parsers.history_common import (
     Facts,
     build_run,
@@ -113,7 +113,7 @@ def sniff(head: list[str]) -> bool:
     return False
 
 
-def context(path: Path, source: str, overrides: Overrides):
+def context(path: Path, source: str, overrides: ParseOverrides):
     """``config.py`` beside a ``scalars.json`` (its ``train_dataloader`` batch size)."""
     ctx = with_overrides(ParseContext(), source, overrides)
     config_path = sibling(path, "config.py") if path.suffix == ".json" else None

@@ -38,11 +38,12 @@ import math
 import re
 import struct
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from ingest.events import ParseContext, ParsedRun, ParseError
 from ingest.parsers import wire
+from ingest.parsers.history_common import HistoryContext
 from ingest.parsers.hparams import facts_meta, flag_devices, flatten, job_facts
 from ingest.parsers.steps import Mark, is_eval, progress_key, train_segments
 
@@ -248,6 +249,16 @@ def _subfolder_hparams(folder: Path) -> dict[str, object]:
     return out
 
 
+@dataclass(frozen=True)
+class TensorBoardContext(HistoryContext):
+    """A :class:`HistoryContext` (the folder's config files) plus the event file's
+    ``writer`` (``"tf2"``, ``"torch"`` or ``"tensorboardX"``, from its name) and whether
+    it is a Keras ``train`` folder beside a ``validation`` one (``validation_folder``)."""
+
+    writer: str = ""
+    validation_folder: bool = False
+
+
 def context(path: Path, source: str, overrides) -> ParseContext:
     """The flags plus the folder's config files and ``add_hparams`` values (module doc)."""
     from ingest.parsers import with_overrides
@@ -270,10 +281,9 @@ def context(path: Path, source: str, overrides) -> ParseContext:
     writer = "tf2" if path.name.endswith(".v2") else (
         "torch" if re.search(r"\.\d+\.\d+$", path.name) else "tensorboardX")
     ctx = with_overrides(ParseContext(), source, overrides)
-    return replace(ctx, system={"history_config": params, "history_config_files": used,
-                                "history_writer": writer,
-                                "history_validation_folder": (folder.parent / "validation")
-                                .is_dir() and folder.name == "train"})
+    return TensorBoardContext(**vars(ctx), config=params, config_files=tuple(used),
+                              writer=writer, validation_folder=(folder.parent / "validation")
+                              .is_dir() and folder.name == "train")
 
 
 # --- parsing ----------------------------------------------------------------------------------
@@ -325,25 +335,25 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
     series, hparams, origin, flags = _read(lines)
     tag = progress_key(series, "log per batch (Keras: TensorBoard(update_freq='batch') or an "
                        "integer)")
-    side = ctx.system or {}
+    side = ctx if isinstance(ctx, TensorBoardContext) else TensorBoardContext()
     params: dict[str, object] = dict(hparams)
-    for key, value in dict(side.get("history_config") or {}).items():
+    for key, value in side.config.items():
         params.setdefault(key, value)
     facts = job_facts(params, flag_devices(ctx.deployment))
     batch = ctx.batch_size or facts.batch_size
     segments, meta = train_segments(series[tag], origin, batch)
-    writer = str(side.get("history_writer") or "")
+    writer = side.writer
     meta.update({"progress_tag": tag, "timing": "event wall_time", "writer": writer or None})
     meta["clock_resolution_s"] = 1e-6
-    if side.get("history_config_files"):
-        meta["config_files"] = list(side["history_config_files"])
+    if side.config_files:
+        meta["config_files"] = list(side.config_files)
     meta.update(facts_meta(facts))
-    if side.get("history_validation_folder") or any(is_eval(t) for t in series):
+    if side.validation_folder or any(is_eval(t) for t in series):
         meta["validation_in_train_time"] = True
     marks = series[tag]
     return [ParsedRun(
         format=FORMAT, network=facts.network, deployment=facts.deployment,
-        framework=_framework(writer, flags, series), batch_size=batch,
+        stack=_framework(writer, flags, series), batch_size=batch,
         start_time=origin if origin is not None else marks[0].time, segments=segments,
         meta=meta, first_line=marks[0].line, last_line=marks[-1].line,
     )]

@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -69,7 +69,7 @@ from fleet.deployment import Deployment
 from fleet.lambda_layout import is_side_file, parse_log_path, parse_metadata
 from fleet.precision import parse_precision
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
-from ingest.parsers import Overrides, with_overrides
+from ingest.parsers import ParseOverrides, with_overrides
 
 FORMAT = "tf_cnn_benchmarks"
 LABEL = "tf_cnn_benchmarks"
@@ -160,19 +160,30 @@ def read_metadata(path: str) -> tuple[tuple[str, str], ...]:
     return tuple(parse_metadata(text).items())
 
 
-def context(path: Path, source: str, overrides: Overrides) -> ParseContext:
-    """The overrides, plus for a log in the Lambda layout its facts and ``metadata``
-    (``ctx.system``: ``_lambda_layout``, ``_lambda_metadata``) and the folder names; the
-    keys ``--tag`` sets (``_tagged``), whose layout/log disagreements are not errors."""
+@dataclass(frozen=True)
+class LambdaContext(ParseContext):
+    """A :class:`ParseContext` plus what the Lambda layout says of a log: ``layout`` (the
+    facts its path states, :func:`lambda_layout`; None outside the layout), ``metadata``
+    (its system's ``metadata`` side file) and ``tagged`` (the variant keys ``--tag`` sets,
+    whose layout/log disagreements are not errors)."""
+
+    layout: dict[str, object] | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    tagged: frozenset[str] = frozenset()
+
+
+def context(path: Path, source: str, overrides: ParseOverrides) -> ParseContext:
+    """The overrides, plus for a log in the Lambda layout its facts, ``metadata`` and the
+    folder names, and the keys ``--tag`` sets (:class:`LambdaContext`)."""
     ctx = with_overrides(ParseContext(), source, overrides)
     layout = lambda_layout(path)
-    tagged = sorted(k for k, _ in overrides.tags)
+    tagged = frozenset(k for k, _ in overrides.tags)
     if layout is None:
-        return replace(ctx, system={"_tagged": tagged}) if tagged else ctx
-    system = {"_lambda_layout": layout, "_lambda_metadata": dict(read_metadata(
-        str(layout["metadata"]))), "_tagged": tagged}
-    return replace(ctx, system=system, folder_network=str(layout["network"]),
-                   folder_system=str(layout["system"]))
+        return LambdaContext(**vars(ctx), tagged=tagged) if tagged else ctx
+    return LambdaContext(**{**vars(ctx), "folder_network": str(layout["network"]),
+                            "folder_system": str(layout["system"])},
+                         layout=layout, metadata=dict(read_metadata(str(layout["metadata"]))),
+                         tagged=tagged)
 
 
 # -- parsing ----------------------------------------------------------------------------------
@@ -259,9 +270,8 @@ def _reconcile(run: _Run, ctx: ParseContext, mode: str, n_devices: int) -> dict[
     """The run's variant from its log and the Lambda layout (module doc); ParseError where
     both state a fact and disagree."""
     said = _log_variant(run)
-    system = ctx.system or {}
-    layout = system.get("_lambda_layout")
-    tagged = set(system.get("_tagged") or ())
+    layout = ctx.layout if isinstance(ctx, LambdaContext) else None
+    tagged = ctx.tagged if isinstance(ctx, LambdaContext) else frozenset()
     variant = {k: v for k, (v, _) in said.items() if (k, v) != ("variables", "replicated")}
     if not isinstance(layout, dict):
         return variant
@@ -305,9 +315,10 @@ def _reconcile(run: _Run, ctx: ParseContext, mode: str, n_devices: int) -> dict[
 
 def _metadata_gpu(ctx: ParseContext) -> tuple[str, str] | None:
     """(GPU name, metadata file) from a Lambda ``metadata`` side file, if it names one."""
-    system = ctx.system or {}
-    meta, layout = system.get("_lambda_metadata"), system.get("_lambda_layout")
-    if isinstance(meta, dict) and isinstance(layout, dict) and meta.get("GPU 0"):
+    if not isinstance(ctx, LambdaContext):
+        return None
+    meta, layout = ctx.metadata, ctx.layout
+    if isinstance(layout, dict) and meta.get("GPU 0"):
         return str(meta["GPU 0"]), str(layout["metadata"])
     return None
 
@@ -402,7 +413,7 @@ def _build(run: _Run, gpu_name: str | None, ctx: ParseContext) -> ParsedRun:
         format=FORMAT,
         network=model.strip().lower() if model else None,
         deployment=deployment,
-        framework=f"TensorFlow {version}" if version else "TensorFlow",
+        stack=f"TensorFlow {version}" if version else "TensorFlow",
         batch_size=batch,
         start_time=float(first_unix) if timed else None,
         segments=[segment],

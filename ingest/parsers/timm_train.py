@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
-from ingest.parsers import Overrides, with_overrides
+from ingest.parsers import ParseOverrides, with_overrides
 from ingest.parsers.history_common import (
     Facts,
     HistoryContext,
@@ -85,7 +85,7 @@ def sniff(head: list[str]) -> bool:
     return any(_TRAIN.match(line.strip()) and "Time:" in line for line in head)
 
 
-def context(path: Path, source: str, overrides: Overrides) -> HistoryContext:
+def context(path: Path, source: str, overrides: ParseOverrides) -> HistoryContext:
     """``args.yaml`` and ``summary.csv`` beside the log (module doc)."""
     ctx = with_overrides(ParseContext(), source, overrides)
     config: dict[str, object] = {}

@@ -36,8 +36,9 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fleet.deployment import Deployment
 from ingest.events import ParseContext, ParsedRun, ParseError
@@ -206,12 +207,24 @@ def run_files(folder: Path) -> dict[str, object]:
     return out
 
 
+@dataclass(frozen=True)
+class WandbContext(ParseContext):
+    """A :class:`ParseContext` plus the run folder's files (:func:`run_files`)."""
+
+    files: dict[str, object] = field(default_factory=dict)
+
+
+def run_files_of(ctx: ParseContext) -> dict[str, Any]:
+    """The run folder's files a context holds (none but a :class:`WandbContext`'s)."""
+    return dict(ctx.files) if isinstance(ctx, WandbContext) else {}
+
+
 def context(path: Path, source: str, overrides) -> ParseContext:
     """The flags plus the run folder's metadata and config files."""
     from ingest.parsers import with_overrides
 
     ctx = with_overrides(ParseContext(), source, overrides)
-    return replace(ctx, system={"wandb_files": run_files(path.parent)})
+    return WandbContext(**vars(ctx), files=run_files(path.parent))
 
 
 def metadata_deployment(meta: object) -> Deployment | None:
@@ -288,7 +301,7 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
                          "once it has finished", line=len(rows) and rows[-1][0] or 1)
     series, step_key = history_marks(rows)
     key = progress_key(series, "log the train loss every step")
-    files = dict((ctx.system or {}).get("wandb_files") or {})
+    files = run_files_of(ctx)
     params = {k: v for k, v in flatten(config).items() if not k.startswith("_wandb")}
     for k, v in dict(files.get("config") or {}).items():
         if not str(k).startswith("_wandb"):
@@ -313,7 +326,7 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
     marks = series[key]
     return [ParsedRun(
         format=FORMAT, network=facts.network, deployment=deployment or facts.deployment,
-        framework=None, batch_size=batch,
+        stack=None, batch_size=batch,
         start_time=start if isinstance(start, float) else marks[0].time, segments=segments,
         meta=meta, first_line=run["line"], last_line=marks[-1].line,
     )]

@@ -25,13 +25,18 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 
 from ingest.events import ParseContext, ParsedRun, ParseError
 from ingest.parsers.hparams import flag_devices, flatten, job_facts
 from ingest.parsers.steps import is_eval, progress_key, train_segments
-from ingest.parsers.wandb import history_marks, metadata_deployment, run_files
+from ingest.parsers.wandb import (
+    WandbContext,
+    history_marks,
+    metadata_deployment,
+    run_files,
+    run_files_of,
+)
 from ingest.validate import loads
 
 FORMAT = "wandb_history"
@@ -115,7 +120,7 @@ def context(path: Path, source: str, overrides) -> ParseContext:
     from ingest.parsers import with_overrides
 
     ctx = with_overrides(ParseContext(), source, overrides)
-    return replace(ctx, system={"wandb_files": run_files(path.parent)})
+    return WandbContext(**vars(ctx), files=run_files(path.parent))
 
 
 def _origin(rows: list[tuple[int, dict]]) -> float | None:
@@ -136,7 +141,7 @@ def parse(lines: Iterable[str], ctx: ParseContext) -> list[ParsedRun]:
                          "history with its _timestamp column)", line=1)
     series, step_key = history_marks(rows)
     key = progress_key(series, "log the train loss every step")
-    files = dict((ctx.system or {}).get("wandb_files") or {})
+    files = run_files_of(ctx)
     params = dict(files.get("config") or {})
     params = {k: v for k, v in flatten(params).items() if not k.startswith("_wandb")}
     deployment = metadata_deployment(files.get("metadata"))

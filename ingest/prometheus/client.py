@@ -115,6 +115,7 @@ class PrometheusClient:
         return response
 
     def close(self) -> None:
+        """Close the connection (the next request opens a new one)."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None

@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ingest.events import ParseError
 from ingest.prometheus.client import PrometheusClient
 from ingest.prometheus.names import promql_string
 from ingest.whole_job import MAX_TRACE_POINTS
@@ -173,8 +174,8 @@ def trace_from_series(series: Sequence[dict], start: float | None = None,
 
 
 def read_trace_file(path: str | Path) -> list[dict]:
-    """A JSON-lines trace file (module doc) as range-vector series; ValueError with the line
-    where a line is not such an object."""
+    """A JSON-lines trace file (module doc) as range-vector series; a :class:`ParseError`
+    (a ValueError) with the file and line where a line is not such an object."""
     series: dict[tuple, dict] = {}
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
@@ -184,8 +185,8 @@ def read_trace_file(path: str | Path) -> list[dict]:
                 row = json.loads(line)
                 t = float(row["time"])
             except (ValueError, KeyError, TypeError):
-                raise ValueError(f"{path}:{number}: not a trace line (a JSON object with "
-                                 "a numeric 'time')") from None
+                raise ParseError("not a trace line (a JSON object with a numeric 'time')",
+                                 line=number, source=str(path)) from None
             labels = {k: str(row[k]) for k in ("gpu", "UUID", "modelName", "Hostname",
                                                "hostname", "pod", "namespace") if k in row}
             for field in TRACE_NAMES:

@@ -313,7 +313,7 @@ def fetch_k8s_jobs(client: PrometheusClient, since: float, until: float, *,
 
 def canonical_hash(run: ParsedRun) -> tuple[str, int]:
     """SHA-256 (and size) of a canonical JSON of a Job's record and deployment."""
-    dep = run.deployment.key if run.deployment else run.meta.get("deployment_key")
+    dep = run.stored_key()  # a job's deployment or its ``gpu-x<n>`` key: never both
     text = json.dumps({"record": run.meta["whole_job"], "deployment": dep},
                       sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest(), len(text)
@@ -345,7 +345,6 @@ def store_k8s_jobs(store, fetched: FetchedK8s) -> dict:
         report["added"].append({
             "source": source, "job": record["job_id"], "key": record["key"],
             "state": record["state"], "seconds": record["seconds"],
-            "deployment": run.deployment.key if run.deployment else run.meta.get(
-                "deployment_key"), "gpus": record["gpus"], "gpu_model": record["gpu_type"],
+            "deployment": run.stored_key(), "gpus": record["gpus"], "gpu_model": record["gpu_type"],
             "trace": bool(run.meta.get("trace"))})
     return report

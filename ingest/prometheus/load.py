@@ -89,6 +89,7 @@ class PromIngestReport:
 
     @property
     def ok(self) -> bool:
+        """Whether no job was rejected."""
         return not self.rejected
 
 

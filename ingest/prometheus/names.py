@@ -23,6 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from ingest.errors import IngestOptionError
+
 FORMAT = "prometheus"
 
 # metric key -> series name after the prefix (as Prometheus stores it)
@@ -61,19 +63,20 @@ class MetricNames:
     phase_label: str = "phase"
 
     def validate(self) -> MetricNames:
+        """These names, if Prometheus accepts them as metric and label names; else ValueError."""
         if not _METRIC_NAME.fullmatch(self.prefix):
-            raise ValueError(f"metric prefix {self.prefix!r} is not a valid Prometheus name")
+            raise IngestOptionError(f"metric prefix {self.prefix!r} is not a valid Prometheus name")
         labels = (self.job_label, self.network_label, self.deployment_label, self.phase_label)
         for label in labels:
             if not _LABEL_NAME.fullmatch(label) or label.startswith("__"):
-                raise ValueError(f"{label!r} is not a valid Prometheus label name")
+                raise IngestOptionError(f"{label!r} is not a valid Prometheus label name")
         reserved = {"job", "instance", "framework", "status"}
         clash = reserved.intersection(labels)
         if clash:
-            raise ValueError(f"label name(s) {sorted(clash)} are reserved (Prometheus target "
-                             "labels or the exporter's own); choose others")
+            raise IngestOptionError(f"label name(s) {sorted(clash)} are reserved (Prometheus "
+                                    "target labels or the exporter's own); choose others")
         if len(set(labels)) != len(labels):
-            raise ValueError(f"label names must differ, got {labels}")
+            raise IngestOptionError(f"label names must differ, got {labels}")
         return self
 
     def series(self, key: str) -> str:
@@ -86,6 +89,7 @@ class MetricNames:
         return name[: -len("_info")] if key == "info" else name
 
     def key_of(self, series_name: str) -> str | None:
+        """The :data:`SERIES` key of a series name of this prefix, else None."""
         head = self.prefix + "_"
         if not series_name.startswith(head):
             return None
@@ -96,6 +100,7 @@ class MetricNames:
         return None
 
     def name_regex(self) -> str:
+        """A regex matching the names of every series of this prefix."""
         return f"{self.prefix}_({'|'.join(SERIES.values())})"
 
 
@@ -131,12 +136,12 @@ def parse_matcher(text: str) -> tuple[str, str, str]:
     """
     m = _MATCHER.fullmatch(text)
     if not m:
-        raise ValueError(f"bad selector {text!r}: write LABEL=VALUE (or !=, =~, !~)")
+        raise IngestOptionError(f"bad selector {text!r}: write LABEL=VALUE (or !=, =~, !~)")
     label, op, value = m.group(1), m.group(2), m.group(3).strip()
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         value = value[1:-1]
     if label.startswith("__"):
-        raise ValueError(f"bad selector {text!r}: labels starting with __ are reserved")
+        raise IngestOptionError(f"bad selector {text!r}: labels starting with __ are reserved")
     return label, op, value
 
 
@@ -145,9 +150,9 @@ def selector(matchers: Iterable[tuple[str, str, str]]) -> str:
     parts = []
     for label, op, value in matchers:
         if not (label == "__name__" or _LABEL_NAME.fullmatch(label)):
-            raise ValueError(f"{label!r} is not a valid label name")
+            raise IngestOptionError(f"{label!r} is not a valid label name")
         if op not in ("=", "!=", "=~", "!~"):
-            raise ValueError(f"bad matcher operator {op!r}")
+            raise IngestOptionError(f"bad matcher operator {op!r}")
         parts.append(f"{label}{op}{promql_string(value)}")
     return "{" + ",".join(parts) + "}"
 
@@ -181,7 +186,7 @@ def parse_duration(text: str) -> float:
         total += float(m.group(1)) * _UNIT_S[m.group(2)]
         pos = m.end()
     if pos != len(text) or not text:
-        raise ValueError(f"bad duration {text!r}: use e.g. 90s, 15m, 2h, 7d")
+        raise IngestOptionError(f"bad duration {text!r}: use e.g. 90s, 15m, 2h, 7d")
     return total
 
 
@@ -195,10 +200,11 @@ def parse_time(text: str, now: float | None = None) -> float:
     """
     t = _parse_time(text.strip(), time.time() if now is None else now)
     if t is None:
-        raise ValueError(
+        raise IngestOptionError(
             f"bad time {text!r}: use now, a duration ago (2h, 7d), unix seconds or ISO 8601")
     if not math.isfinite(t) or not 0 <= t <= MAX_TIME:
-        raise ValueError(f"bad time {text!r}: out of range (give a time between 1970 and 9999)")
+        raise IngestOptionError(f"bad time {text!r}: out of range (give a time between 1970 "
+                                "and 9999)")
     return t
 
 

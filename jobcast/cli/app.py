@@ -22,12 +22,15 @@ from jobcast.cli.options import (
     DATA_PARALLEL,
     FRAMEWORK,
     IMAGE_SIZE,
+    RAY_ADDRESS,
     STORE,
     TRACKING_URI,
     VERBOSE,
     json_option,
     open_store,
+    precision_option,
     quiet_libraries,
+    ray_option,
 )
 from jobcast.cli.output import (
     RICH_MARKUP_MODE,
@@ -36,10 +39,11 @@ from jobcast.cli.output import (
     fail,
     note,
     progress_bar,
+    set_json_mode,
 )
 
 if TYPE_CHECKING:
-    from ingest.store import Store
+    from jobcast.service.stores import Store
 
 app = typer.Typer(
     help="Forecast how long a CNN training job will take, before it runs.",
@@ -52,10 +56,9 @@ app = typer.Typer(
 
 def _show_version(value: bool) -> None:
     if value:
-        from ingest.home import data_home
-        from ingest.store import store_url
         from jobcast.cli.store import shown
         from jobcast.service.catalog import jobcast_version
+        from jobcast.service.stores import data_home, store_url
 
         note("", f"jobcast {jobcast_version()}; data dir {data_home()}; store "
                  f"{shown(store_url())} (`jobcast info` for more)")
@@ -69,6 +72,7 @@ def app_options(
                                  help="Show the version, the data directory and the store."),
 ) -> None:
     """Forecast how long a CNN training job will take, before it runs."""
+    set_json_mode(False)  # a command's --json sets it again (output.py rules)
     quiet_libraries(verbose)
 
 @app.command()
@@ -94,12 +98,8 @@ def ingest(
         None, min=1, help="Global batch size, where logs lack it."
     ),
     as_json: bool = json_option("Print a JSON report."),
-    use_ray: bool = typer.Option(
-        False, "--ray", help="Parse in Ray tasks (local Ray unless --ray-address); one writer."
-    ),
-    ray_address: str | None = typer.Option(
-        None, "--ray-address", help="Ray cluster to join (implies --ray), e.g. ray://host:10001."
-    ),
+    use_ray: bool = ray_option("Parse"),
+    ray_address: str | None = RAY_ADDRESS,
     tag: list[str] | None = typer.Option(
         None, "--tag", help="Variant key=value of every run (repeat), e.g. precision=fp16 or "
         "compiler=xla; wins over what a log or its folder says."),
@@ -116,76 +116,33 @@ def ingest(
     rejected with its line and both deployments, unless --override is given. Many files
     share a transaction; several ingests may write to one store at once.
     """
-    from fleet.deployment import normalise_deployment
-    from ingest.parallel import default_workers
-    from ingest.pipeline import Overrides, collect_warnings, ingest_paths
-    from models.variant import parse_tags
+    from fleet.errors import JobcastError
+    from jobcast.service.ingesting import ingest as run_ingest
+    from jobcast.service.ingesting import ingest_options
 
-    if override and not deployment:
-        fail("--override needs --deployment")
-    if deployment:
-        try:
-            normalise_deployment(deployment)
-        except ValueError as exc:
-            fail(f"--deployment {deployment!r}: {exc}")
     try:
-        tags = parse_tags(",".join(tag or []))
-    except ValueError as exc:
-        fail(f"--tag: {exc}")
-    if system is not None and not system.strip():
-        fail("--system must name a system")
-    paths, trackers = cli_history.split_sources(paths, experiment)
-    st = open_store(store)
-    overrides = Overrides(
-        network=network, deployment=deployment, batch_size=batch_size, override=override,
-        tags=tuple(tags.items()), system=" ".join(system.split()) if system else None,
-        job_key=cli_check.job_key_rule(job_key),
-    )
-    with progress_bar("ingest", disable=as_json) as advance:
-        if use_ray or ray_address:
-            from fleet.ray_session import RayMissing
-            from ingest.ray_ingest import ingest_paths_ray
-
-            try:
-                report = ingest_paths_ray(
-                    st, paths, overrides, address=ray_address, progress=advance
-                )
-            except (RayMissing, ConnectionError) as exc:
-                fail(str(exc))
-            st.add_rejections(report.rejected)
-            collect_warnings(st, report)
-        else:
-            report = ingest_paths(st, paths, overrides, progress=advance,
-                                  workers=workers or default_workers())
-        cli_history.ingest_trackers(st, trackers, experiment, overrides, report,
-                                    quiet=as_json, progress=advance)
+        options = ingest_options(network=network, deployment=deployment, batch_size=batch_size,
+                                 override=override, tags=tag or [], system=system,
+                                 job_key=job_key)
+        with progress_bar("ingest", disable=as_json) as advance:
+            result = run_ingest(lambda: open_store(store), paths, options, workers=workers,
+                                use_ray=use_ray, ray_address=ray_address,
+                                experiments=experiment, progress=advance)
+    except JobcastError as exc:
+        fail(exc)
     if as_json:
-        emit_json(
-            {
-                "stored": report.stored,
-                "added": [{"source": s, "runs": n} for s, n in report.added],
-                "duplicates": [{"source": s, "first_source": f} for s, f in report.duplicates],
-                "rejected": [
-                    {"source": e.source, "line": e.line, "reason": e.reason}
-                    for e in report.rejected
-                ],
-                "warnings": [
-                    {"source": s, "run": n, "warning": w} for s, n, w in report.warnings
-                ],
-                "skipped": report.skipped,
-                "store": st.counts(),
-            }
-        )
+        emit_json(result.to_dict())
     else:
-        runs = sum(n for _, n in report.added)
-        note("", f"added {len(report.added)} files ({runs} runs), {len(report.duplicates)} "
-             f"already in the store, {len(report.rejected)} rejected, "
-             f"{len(report.skipped)} side files skipped")
-        for source, number, text in report.warnings:
+        for source, why in result.running:
+            note("running", f"{source}: {why}")
+        note("", f"added {len(result.added)} files ({sum(n for _, n in result.added)} runs), "
+             f"{len(result.duplicates)} already in the store, {len(result.rejected)} rejected, "
+             f"{len(result.skipped)} side files skipped")
+        for source, number, text in result.warnings:
             note("warning", f"{source} run {number}: {text}")
-        for err in report.rejected:
+        for err in result.rejected:
             note("rejected", str(err), "red")
-    raise typer.Exit(1 if report.rejected else 0)
+    raise typer.Exit(1 if result.rejected else 0)
 
 
 @app.command()
@@ -231,9 +188,9 @@ def fit(
     A key that cannot be fitted is reported with its reason and the others are fitted
     (exit 0); the command fails only when no model could be fitted.
     """
-    from ingest.store import StoreError
     from jobcast.cli.views import models_payload, models_table
     from jobcast.service.fitting import fit_store_all
+    from jobcast.service.stores import StoreError
 
     st = open_store(store, create=False)
     try:
@@ -241,7 +198,7 @@ def fit(
             outcome = fit_store_all(st, form=form, backtest=backtest,
                                     progress=lambda done, total: advance(done, total, ""))
     except (ValueError, StoreError) as exc:
-        fail(str(exc))
+        fail(exc)
     report = outcome.report
     models, failures = report.models, report.failures
     if not models and failures:
@@ -275,13 +232,12 @@ def fit(
 
 
 def history_store(store: str | None) -> Store | None:
-    """The store a forecast reads history from: None where it certainly holds none
-    (:func:`ingest.store_probe.holds_no_history`, read without SQLAlchemy and creating no
-    file), so the forecaster builds only the routes that need no history and the command
-    loads neither SQLAlchemy nor pandas (issue 23); else :func:`open_store` (its errors)."""
-    from ingest.store_probe import holds_no_history
+    """The store a forecast reads history from: None where it certainly holds none, so the
+    forecaster builds only the routes that need no history and the command loads neither
+    SQLAlchemy nor pandas (issue 23); else the store (:func:`options.history_store`)."""
+    from jobcast.cli.options import history_store as opened
 
-    return None if holds_no_history(store) else open_store(store, create=False)
+    return opened(store)
 
 
 @app.command()
@@ -305,9 +261,9 @@ def predict(
     device: str | None = typer.Option(None, help="GPU for a layerwise forecast, e.g. V100."),
     optimizer: str = typer.Option("sgd", help="Layerwise: sgd, adam, ... or none (inference)."),
     image_size: int | None = IMAGE_SIZE,
-    precision: str | None = typer.Option(
-        None, help="fp32, tf32, fp16 or bf16. Layerwise default fp32; end-to-end: only history "
-        "of this precision (unstated: the history's own)."),
+    precision: str | None = precision_option(
+        what="Layerwise default fp32; end-to-end: only history of this precision (unstated: "
+        "the history's own)."),
     framework: str = FRAMEWORK,
     data_parallel: str | None = DATA_PARALLEL,
     jobs: Path | None = typer.Option(
@@ -320,6 +276,7 @@ def predict(
     as_json: bool = AS_JSON,
 ) -> None:
     """Forecast seconds (with an interval) for a phase, a job, or a CSV of jobs."""
+    from fleet.errors import error_info
     from jobcast.service.forecaster import Forecaster
     from jobcast.service.request import JobRequest, JobRequestError, read_jobs_rows
 
@@ -329,10 +286,11 @@ def predict(
         try:
             requests = read_jobs_rows(jobs)
         except JobRequestError as exc:
-            fail(str(exc))
+            fail(exc)
         fc = Forecaster(history_store(store))
-        results = [{"job": {}, "error": str(r)} if isinstance(r, JobRequestError)
-                   else fc.forecast(r).to_dict() for r in requests]
+        results = [{"job": {}, "error": str(r), "problem": error_info(r).as_dict()}
+                   if isinstance(r, JobRequestError) else fc.forecast(r).to_dict()
+                   for r in requests]
         if as_json:
             emit_json(results)
         else:
@@ -352,12 +310,12 @@ def predict(
     try:
         req = JobRequest.from_mapping(flags)
     except JobRequestError as exc:
-        fail(str(exc))
+        fail(exc)
     result = Forecaster(st).forecast(req).to_dict()
     if not layers:
         result.pop("layers", None)
     if "error" in result:
-        fail(result["error"])
+        fail(result.get("problem") or result["error"])
     if as_json:
         emit_json(result)
     else:
@@ -382,9 +340,8 @@ def compare(
     ),
     optimizer: str = typer.Option("sgd", help="Layerwise: optimizer of the training step."),
     image_size: int | None = IMAGE_SIZE,
-    precision: list[str] | None = typer.Option(
-        None, "--precision", help="Precision as set in the framework: fp32 (default), tf32, "
-        "fp16, bf16, fp32-strict; repeat to rank several, each on its own."),
+    precision: list[str] | None = precision_option(
+        repeat=True, what="Default fp32; several are ranked each on its own."),
     framework: str = FRAMEWORK,
     data_parallel: str | None = DATA_PARALLEL,
     gpus: str = typer.Option("1", help="GPU counts to rank per device, e.g. 1,2,4,8 (the "
@@ -409,7 +366,7 @@ def compare(
     try:
         data_parallel = parse_data_parallel(data_parallel) if data_parallel else None
     except ValueError as exc:
-        fail(str(exc))
+        fail(exc)
     try:
         table = load_prices(prices)
         result = run_compare(
@@ -429,7 +386,7 @@ def compare(
             include_history=include_history,
         )
     except (PriceTableError, ValueError) as exc:
-        fail(str(exc))
+        fail(exc)
     if as_json:
         emit_json(result)
     else:
@@ -481,24 +438,47 @@ cli_catalog.register(app)
 
 REFUSED = ("permission denied", "insufficientprivilege", "readonly database",
            "read-only", "read only")
+EX_SOFTWARE = 70  # a bug in jobcast (sysexits.h)
+
+
+def _refused_write(exc: BaseException) -> str | None:
+    """The first line of a store's refusal to write (a read-only role or file), else None."""
+    from sqlalchemy.exc import DBAPIError
+
+    if not isinstance(exc, DBAPIError):
+        return None
+    first = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+    return first if any(word in first.lower() for word in REFUSED) else None
 
 
 def main() -> None:
-    """Run the CLI; a store that refuses a write (a read-only role or file) is one clear
-    error line (exit 2), not a traceback."""
+    """Run the CLI with its exit codes (``cli/output.py``: 0 ok, 1 partial, 2 a user error,
+    70 a bug). A :class:`fleet.errors.JobcastError` that reaches here, or a store that refuses
+    a write, is one ``error:`` line (and the JSON error with ``--json``), exit 2; any other
+    exception is a bug in jobcast: one line naming it, exit 70, the traceback only with
+    ``JOBCAST_DEBUG=1``. Never a bare traceback."""
+    import os
+
+    from fleet.errors import JobcastError, bug_info
+    from jobcast.cli.output import report_error
+
     try:
         app()
-    except Exception as exc:  # noqa: BLE001 - only a refused write is translated
-        from sqlalchemy.exc import DBAPIError
+    except JobcastError as exc:
+        report_error(exc)
+        sys.exit(2)
+    except Exception as exc:  # noqa: BLE001 - the one place a bug becomes exit 70
+        if "sqlalchemy" in sys.modules and (first := _refused_write(exc)) is not None:
+            report_error(f"the store refused to write ({first}): this command writes; use a "
+                         "role or file that may (a team stack: `source D/env`, not "
+                         "D/reader.env)", kind="store")
+            sys.exit(2)
+        if os.environ.get("JOBCAST_DEBUG") == "1":
+            import traceback
 
-        if isinstance(exc, DBAPIError):
-            first = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-            if any(word in first.lower() for word in REFUSED):
-                note("error:", f"the store refused to write ({first}): this command writes; "
-                     "use a role or file that may (a team stack: `source D/env`, not "
-                     "D/reader.env)", "red", err=True)
-                sys.exit(2)
-        raise
+            traceback.print_exc()
+        report_error(bug_info(exc))
+        sys.exit(EX_SOFTWARE)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,27 @@
 """``jobcast bench``: run (or resume) a layer microbenchmark campaign, here or on Ray.
 
-Rules: ``--backend auto`` is TensorFlow where it is installed, else PyTorch; ``--ray`` (or
-``--ray-address``) times the rows in Ray tasks (one GPU, or one CPU slot, each) while this
-process writes the one CSV; either way a rerun with the same arguments skips every
-configuration already in ``--out``. Bad values are one-line errors (exit 2).
+Rules (:mod:`jobcast.service.benching` holds them): ``--backend auto`` is TensorFlow where it
+is installed, else PyTorch; ``--ray`` (or ``--ray-address``) times the rows in Ray tasks (one
+GPU, or one CPU slot, each) while this process writes the one CSV; either way a rerun with the
+same arguments skips every configuration already in ``--out``. Bad values are one-line errors
+(exit 2). ``--precision`` repeats (a comma list is accepted too). Deprecated spellings, kept
+hidden for one release with a warning on stderr: ``--device`` (now ``--local-device``) and
+``--precisions`` (now ``--precision``).
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import typer
 
-from jobcast.cli.options import json_option
+from jobcast.cli.options import (
+    RAY_ADDRESS,
+    deprecated_alias,
+    json_option,
+    precision_option,
+    ray_option,
+)
 from jobcast.cli.output import emit_json, fail, note, progress_bar
 
 
@@ -23,18 +31,15 @@ def register(app: typer.Typer) -> None:
 
 
 def resolve_backend(name: str, installed: bool = True) -> str:
-    """``auto`` -> tensorflow when installed, else torch; other names checked (ValueError).
+    """Deprecated here: :func:`jobcast.service.benching.resolve_backend` (the same rule)."""
+    import warnings
 
-    ``installed``: the framework must be importable here (not so for a Ray cluster's driver).
-    """
-    from layerwise.backends import get_backend, require_module
+    from jobcast.service.benching import resolve_backend as resolve
 
-    if name.strip().lower() == "auto":
-        name = "tensorflow" if importlib.util.find_spec("tensorflow") else "torch"
-    engine = get_backend(name)
-    if installed:
-        require_module(engine)
-    return engine.name
+    warnings.warn("jobcast.cli.bench.resolve_backend is deprecated; use "
+                  "jobcast.service.benching.resolve_backend", DeprecationWarning, stacklevel=2)
+
+    return resolve(name, installed)
 
 
 def bench(
@@ -43,15 +48,18 @@ def bench(
         "conv,dense", "--layers",
         help="Comma-separated layer types: conv,dense,dwconv,pool,bn,act,add (or 'all')."),
     samples: int = typer.Option(100, "--samples", min=1, help="Configurations in the campaign."),
-    device: str = typer.Option("cpu", "--device", help="cpu, gpu or gpu:N."),
+    local_device: str | None = typer.Option(
+        None, "--local-device", help="Device here to time on: cpu, gpu or gpu:N (default cpu)."),
+    device_old: str | None = typer.Option(None, "--device", hidden=True),
     seed: int = typer.Option(0, "--seed", help="Campaign seed (configuration i is fixed by it)."),
     space: str = typer.Option(
         "", "--space", help="Feature space: paper or cpu (default: cpu on a CPU, paper on a GPU)."),
     backend: str = typer.Option(
         "auto", "--backend",
         help="Timing backend: tensorflow (tf) or torch (pytorch); auto: tensorflow if installed."),
-    precisions: str = typer.Option(
-        "fp32", "--precisions", help="Precisions to time each shape at, e.g. fp32,tf32,fp16,bf16."),
+    precision: list[str] | None = precision_option(
+        repeat=True, what="Each shape is timed at each (default fp32; a comma list works too)."),
+    precisions_old: str | None = typer.Option(None, "--precisions", hidden=True),
     reps: int = typer.Option(5, "--reps", min=1, help="Timed repetitions per configuration."),
     runs: int = typer.Option(
         0, "--runs", min=0, help="Calls per repetition (0: as many as fit in --target-ms)."),
@@ -69,10 +77,8 @@ def bench(
         True, "--isolate/--in-process",
         help="Time in a child process restarted after a native crash (crashing configurations "
              "become failed rows). Ray tasks are always separate processes."),
-    use_ray: bool = typer.Option(
-        False, "--ray", help="Time in Ray tasks (local Ray unless --ray-address); one writer."),
-    ray_address: str | None = typer.Option(
-        None, "--ray-address", help="Ray cluster to join (implies --ray), e.g. ray://host:10001."),
+    use_ray: bool = ray_option("Time"),
+    ray_address: str | None = RAY_ADDRESS,
     accelerator_type: str | None = typer.Option(
         None, "--accelerator-type", help="With --ray: run tasks only on nodes with this "
                                          "accelerator type (e.g. H100)."),
@@ -81,31 +87,23 @@ def bench(
     as_json: bool = json_option("Print a JSON summary."),
 ) -> None:
     """Benchmark random layer configurations; appends rows as it goes and resumes after a kill."""
+    from fleet.errors import JobcastError
+    from jobcast.service.benching import BenchRequest, plan_bench, run_bench
 
-    use_ray = use_ray or ray_address is not None
+    device = deprecated_alias(local_device, device_old, "--device", "--local-device",
+                              default="cpu")
+    wanted = deprecated_alias(precision or None, [precisions_old] if precisions_old else None,
+                              "--precisions", "--precision", default=["fp32"])
+    req = BenchRequest(
+        out=out, layers=layers, samples=samples, device=device, seed=seed, space=space,
+        backend=backend, precisions=wanted, reps=reps, runs=runs, target_ms=target_ms,
+        warmup=warmup, grad_input=grad_input, backward=backward, isolate=isolate,
+        use_ray=use_ray, ray_address=ray_address, accelerator_type=accelerator_type,
+        max_minutes=max_minutes)
     try:
-        from layerwise.bench import (
-            CampaignFileError,
-            TimingPlan,
-            parse_layers,
-            parse_precisions,
-            run_campaign,
-        )
-        from layerwise.hardware import parse_device
-        from layerwise.layers import get_space
-
-        names = parse_layers(layers)
-        kind, _ = parse_device(device)
-        space_name = get_space(space or ("cpu" if kind == "cpu" else "paper")).name
-        engine = resolve_backend(backend, installed=ray_address is None)
-        wanted = parse_precisions(precisions)
-        plan = TimingPlan(warmup=warmup, reps=reps, runs=runs, target_rep_ms=target_ms,
-                          grad_input=grad_input, backward=backward)
-    except ValueError as exc:
-        fail(str(exc))
-    if accelerator_type and not use_ray:
-        fail("--accelerator-type needs --ray (or --ray-address)")
-    max_seconds = None if max_minutes is None else 60.0 * max_minutes
+        plan = plan_bench(req)
+    except JobcastError as exc:
+        fail(exc)
     with progress_bar("bench", disable=as_json) as advance:
 
         def report(done: int, total: int, row: dict | None) -> None:
@@ -115,36 +113,18 @@ def bench(
             advance(done, total, item)
 
         try:
-            if use_ray:
-                from fleet.ray_session import RayMissing
-                from layerwise.ray_campaign import run_ray_campaign
-
-                try:
-                    result = run_ray_campaign(
-                        out, names, samples, seed=seed, space=space_name, device=device,
-                        plan=plan, backend=engine, precisions=wanted, address=ray_address,
-                        accelerator_type=accelerator_type, max_seconds=max_seconds,
-                        progress=report)
-                except (RayMissing, ConnectionError) as exc:
-                    fail(str(exc))
-            else:
-                result = run_campaign(
-                    out, names, samples, seed=seed, space=space_name, device=device, plan=plan,
-                    max_seconds=max_seconds, progress=report, isolate=isolate, backend=engine,
-                    precisions=wanted)
-        except (CampaignFileError, ValueError, OSError, RuntimeError) as exc:
-            fail(str(exc))
+            result = run_bench(plan, progress=report)
+        except JobcastError as exc:
+            fail(exc)
     summary = result.as_dict()
-    summary.update(layers=names, seed=seed, space=space_name, backend=engine,
-                   precisions=list(wanted), ray=use_ray,
-                   total_rows=result.skipped_existing + result.written)
     if as_json:
         emit_json(summary)
         return
-    retried = f", {summary['retried_tasks']} task(s) retried" if use_ray else ""
+    done = result.campaign
+    retried = f", {summary['retried_tasks']} task(s) retried" if req.on_ray else ""
     note(
-        "", f"{result.written} new row(s) ({result.ok} ok, {result.failed} failed), "
-        f"{result.skipped_existing} already in {out}; {result.seconds:.0f} s on "
-        f"{result.device.get('gpu', device)} with {engine}{retried}"
-        + (" — stopped early, rerun to resume" if result.stopped_early else "")
+        "", f"{done.written} new row(s) ({done.ok} ok, {done.failed} failed), "
+        f"{done.skipped_existing} already in {out}; {done.seconds:.0f} s on "
+        f"{done.device.get('gpu', device)} with {plan.backend}{retried}"
+        + (" — stopped early, rerun to resume" if done.stopped_early else "")
     )

@@ -104,8 +104,8 @@ def info_command(
     a command would use, whether they exist, and the store's counts. Creates nothing."""
     import os
 
-    from ingest.store import store_url
     from jobcast.service.catalog import data_places
+    from jobcast.service.stores import store_url
 
     places = data_places(store_url(store), tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
     if as_json:

@@ -36,13 +36,13 @@ def job_key_rule(text: str | None) -> str | None:
     """``--job-key`` checked (a bad expression fails the command), or None."""
     if not text:
         return None
-    from ingest.whole_job import KeyRule
+    from jobcast.service.cluster import ClusterError
+    from jobcast.service.cluster import job_key_rule as checked
 
     try:
-        KeyRule.parse(text)
-    except ValueError as exc:
-        fail(str(exc))
-    return text
+        return checked(text)
+    except ClusterError as exc:
+        fail(exc)
 
 
 def register(app: typer.Typer) -> None:
@@ -82,9 +82,9 @@ def check(
     as_json: bool = AS_JSON,
 ) -> None:
     """Is a job slower than it should be? Compares it with its forecast and its history."""
-    from ingest.prometheus import PrometheusError, parse_duration
     from jobcast.service import check_sources as src
     from jobcast.service.check import CheckError, check_log, check_whole_job
+    from jobcast.service.cluster import ClusterError, PrometheusError, parse_duration
 
     given = [name for name, value in (("--sacct", sacct), ("--k8s-job", k8s_job),
                                       ("--log", log)) if value]
@@ -98,8 +98,8 @@ def check(
     job_key = job_key_rule(job_key)
     try:
         lookback_s = parse_duration(lookback)
-    except ValueError as exc:
-        fail(str(exc))
+    except ClusterError as exc:
+        fail(exc)
     client = None
     if url and (k8s_job or sacct):
         client = open_prometheus(url, timeout=timeout, retries=retries,
@@ -116,7 +116,7 @@ def check(
                 from jobcast.service.forecaster import Forecaster
 
                 forecaster = Forecaster(st)
-            except Exception as exc:  # noqa: BLE001 - compare with the history alone
+            except Exception as exc:  # noqa: BLE001 - whatever failed: compare with the history alone
                 forecaster = None
                 obs.notes.append(f"the forecaster could not be loaded ({type(exc).__name__}:"
                                  f" {exc}); compared with the history only")

@@ -4,27 +4,35 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from jobcast.cli.output import console, note, progress_bar
 
+if TYPE_CHECKING:
+    from jobcast.service.ingesting import IngestOptions
+
 SAMPLES = Path(__file__).resolve().parents[2] / "tests" / "data"
 UNKNOWN_GPU = "unknown-gpu-x1"
 
 
-def sample_batches(samples: Path) -> list[tuple[list[str], object]]:
+def sample_batches(samples: Path) -> list[tuple[list[str], IngestOptions]]:
     """The bundled logs, each group with what its logs lack (as one would pass on the CLI)."""
-    from ingest.pipeline import Overrides
+    from jobcast.service.ingesting import ingest_options
 
     caffe = samples / "caffe"
+
+    def logs(folder: Path, pattern: str) -> list[str]:
+        return [str(p) for p in sorted(folder.glob(pattern))]
+
     return [
-        ([str(samples / "mlperf"), str(samples / "tf_cnn")], Overrides()),
-        ([str(p) for p in sorted((samples / "keras").glob("*.jsonl"))], Overrides()),
+        ([str(samples / "mlperf"), str(samples / "tf_cnn")], ingest_options()),
+        (logs(samples / "keras", "*.jsonl"), ingest_options()),
         # ethanhe42's prototxts call ResNet-20 "resnet3-cifar10".
-        ([str(p) for p in sorted(caffe.glob("ethanhe42_*.log"))], Overrides(network="resnet20")),
+        (logs(caffe, "ethanhe42_*.log"), ingest_options(network="resnet20")),
         # The CaffeNet benchmark logs never print their GPU.
-        ([str(p) for p in sorted(caffe.glob("ducha_*.log"))], Overrides(deployment=UNKNOWN_GPU)),
+        (logs(caffe, "ducha_*.log"), ingest_options(deployment=UNKNOWN_GPU)),
     ]
 
 
@@ -74,23 +82,25 @@ def _has_test(models, train) -> bool:
 
 
 def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
-    from ingest.pipeline import IngestReport, ingest_paths
-    from ingest.store import Store
+    """Ingest the sample logs into ``workdir/jobcast.db``, fit, forecast a few jobs; returns
+    the exit code (1: a file rejected or a job not forecast, 2: no samples)."""
     from jobcast.cli.views import forecasts_table, models_payload, models_table
     from jobcast.service.fitting import fit_store_all
     from jobcast.service.forecaster import Forecaster
+    from jobcast.service.ingesting import IngestResult, ingest
+    from jobcast.service.stores import open_store
 
     workdir.mkdir(parents=True, exist_ok=True)
-    store = Store(f"sqlite:///{workdir / 'jobcast.db'}")
+    store = open_store(f"sqlite:///{workdir / 'jobcast.db'}")
     if not (samples / "mlperf").is_dir():
         note("error:", f"no sample logs under {samples}", "red", err=True)
         return 2
     console.rule("1. ingest the bundled real training logs")
     t0 = time.perf_counter()
-    report = IngestReport()
+    report = IngestResult()
     with progress_bar("ingest") as advance:
         for paths, overrides in sample_batches(samples):
-            part = ingest_paths(store, paths, overrides, progress=advance)
+            part = ingest(store, paths, overrides, workers=1, progress=advance)
             report.added += part.added
             report.duplicates += part.duplicates
             report.rejected += part.rejected

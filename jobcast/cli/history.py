@@ -5,8 +5,9 @@ Rules
 -----
 * Arguments that start with ``mlflow+`` are tracking sources (:func:`split_sources`); the rest
   are files and folders, ingested as before. Both kinds may be mixed in one command.
-* Each tracking source's runs are ingested with the same flags (:mod:`ingest.mlflow_source`)
-  and merged into the command's report: stored runs are ``added`` (one run each),
+* Each tracking source's runs are ingested with the same flags
+  (:func:`jobcast.service.ingesting.ingest`, which takes both kinds) and merged into the
+  command's report: stored runs are ``added`` (one run each),
   known runs ``duplicates``, failures ``rejected`` (also recorded in the store, as a file's
   are); runs still running are listed in ``skipped`` as ``<source> (still running: ...)``
   and, in text mode, noted one per line.
@@ -25,33 +26,31 @@ EXPERIMENT = typer.Option(
 
 
 def split_sources(paths: list[str], experiments: list[str] | None) -> tuple[list[str], list[str]]:
-    """(files and folders, tracking sources) of the ``ingest`` arguments."""
-    from ingest.mlflow_source import is_tracking_source
+    """(files and folders, tracking sources) of the ``ingest`` arguments; fails (exit 2) on
+    ``--experiment`` without a tracking source (:func:`jobcast.service.ingesting.split_sources`)."""
+    from jobcast.service.ingesting import IngestOptionError
+    from jobcast.service.ingesting import split_sources as split
 
-    trackers = [p for p in paths if is_tracking_source(p)]
-    if experiments and not trackers:
-        fail("--experiment selects MLflow experiments: give an mlflow+URI source "
-             "(e.g. mlflow+http://127.0.0.1:5000)")
-    return [p for p in paths if not is_tracking_source(p)], trackers
+    try:
+        return split(paths, experiments)
+    except IngestOptionError as exc:
+        fail(exc)
 
 
 def ingest_trackers(store, trackers: list[str], experiments: list[str] | None, overrides,
                     report, *, quiet: bool = False, progress=None) -> None:
     """Ingest each tracking source into ``store`` and merge the outcome into ``report`` (an
-    :class:`ingest.pipeline.IngestReport`)."""
+    :class:`ingest.pipeline.IngestReport`). Deprecated: :func:`jobcast.service.ingesting.ingest`
+    takes tracking sources itself."""
     if not trackers:
         return
-    from ingest.mlflow_source import ingest_tracking
-    from ingest.pipeline import collect_warnings
+    from jobcast.service.ingesting import IngestResult
+    from jobcast.service.ingesting import ingest_trackers as ingest_into
 
-    for text in trackers:
-        got = ingest_tracking(store, text, experiments, overrides, progress=progress)
-        report.added.extend(got.added)
-        report.duplicates.extend(got.duplicates)
-        report.rejected.extend(got.rejected)
-        store.add_rejections(got.rejected)
+    got = IngestResult(added=report.added, duplicates=report.duplicates,
+                       rejected=report.rejected, skipped=report.skipped)
+    ingest_into(store, trackers, experiments, overrides, got, progress)
+    report.warnings = got.warnings
+    if not quiet:
         for source, why in got.running:
-            report.skipped.append(f"{source} (still running: {why})")
-            if not quiet:
-                note("running", f"{source}: {why}")
-    collect_warnings(store, report)
+            note("running", f"{source}: {why}")

@@ -1,6 +1,9 @@
 """``jobcast register`` and ``jobcast serve``: the MLflow Model Registry side of jobcast.
 
-MLflow is imported inside the commands only, so ``jobcast --help`` stays light.
+MLflow is imported inside the commands only, so ``jobcast --help`` stays light. ``serve``
+takes the shared ``--store`` (its folder holds the default ``mlflow.db`` and token file).
+``register --calibrate/--no-calibrate`` is the deprecated spelling of
+``--scale-calibration/--no-scale-calibration`` (hidden, warns on stderr, for one release).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from jobcast.cli.options import STORE, TRACKING_URI, json_option, open_store
+from jobcast.cli.options import STORE, TRACKING_URI, deprecated_alias, json_option, open_store
 from jobcast.cli.output import emit_json, fail, note
 from jobcast.mlops.limits import AuthLimits, ServeLimits
 
@@ -36,10 +39,12 @@ def register_command(
     predictor: Path | None = typer.Option(
         None, "--predictor", help="Layer predictor folder (default: the shipped one)."
     ),
-    calibrate: bool = typer.Option(
-        True, "--calibrate/--no-calibrate",
-        help="Fit layerwise scale factors on the store's runs (imports TensorFlow).",
+    scale_calibration: bool | None = typer.Option(
+        None, "--scale-calibration/--no-scale-calibration",
+        help="Fit layerwise scale factors on the store's runs (imports TensorFlow); on unless "
+             "--no-scale-calibration.",
     ),
+    calibrate_old: bool | None = typer.Option(None, "--calibrate/--no-calibrate", hidden=True),
     shrinkage: float = typer.Option(
         0.0, "--shrinkage", min=0.0,
         help="Calibration: pull a network's factor towards its hardware's (pseudo-runs).",
@@ -49,6 +54,8 @@ def register_command(
     """Log the forecaster (end-to-end models + layerwise predictor + calibration), register it."""
     from jobcast.mlops.registry import RegistryError, register_forecaster
 
+    calibrate = deprecated_alias(scale_calibration, calibrate_old, "--calibrate/--no-calibrate",
+                                 "--scale-calibration/--no-scale-calibration", default=True)
     st = open_store(store, create=False)
     try:
         result = register_forecaster(
@@ -76,9 +83,7 @@ def serve_command(
     alias: str = typer.Option("champion", "--alias", help="Serve the version with this alias."),
     version: str | None = typer.Option(None, "--version", help="Serve this version instead."),
     tracking_uri: str | None = TRACKING_URI,
-    store: str | None = typer.Option(
-        None, "--store", help="Store whose folder holds the default mlflow.db."
-    ),
+    store: str | None = STORE,
     workers: int = typer.Option(1, "--workers", min=1, max=64, help="Server worker processes."),
     timeout: float = typer.Option(
         60.0, "--timeout", min=0.1, max=86400.0,

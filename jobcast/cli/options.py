@@ -6,6 +6,11 @@ Rules:
   (``store: str | None = STORE``), so its flag, default and help are written once; an option
   whose help depends on the command comes from a factory (``json_option("Print a JSON report.")``).
 - Openers turn option values into objects and ``fail`` (exit 2, ``error: ...``) on bad ones.
+- ``--json`` (:func:`json_option`) also switches :mod:`jobcast.cli.output` to JSON mode, so a
+  failure prints ``{"error": {...}}`` on stdout.
+- A renamed flag keeps its old spelling for one release as a separate hidden option, merged
+  with :func:`deprecated_alias` (a warning on stderr; both spellings with different values:
+  exit 2).
 - Importing this module imports typer and rich only; the openers import what they open.
 """
 
@@ -16,20 +21,41 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ingest.credentials import hide_password
-from jobcast.cli.output import fail
+from jobcast.cli.output import fail, note, set_json_mode
 
 if TYPE_CHECKING:
-    from ingest.prometheus import MetricNames, PrometheusClient
-    from ingest.store import Store
+    from jobcast.service.cluster import MetricNames, PrometheusClient
+    from jobcast.service.stores import Store
 
 STORE_HELP = ("Store URL (any SQLAlchemy URL); default $JOBCAST_STORE, else jobcast.db in the "
               "data directory (`jobcast info`).")
 
 
+def _json_mode(value: bool) -> bool:
+    """``--json``'s callback: a failure of this command answers in JSON too (module rules)."""
+    set_json_mode(value)
+    return value
+
+
 def json_option(text: str = "Print JSON.") -> Any:
-    """The ``--json`` flag (off by default); ``text``: its help, saying what it prints."""
-    return typer.Option(False, "--json", help=text)
+    """The ``--json`` flag (off by default); ``text``: its help, saying what it prints. Given,
+    a failure prints ``{"error": {...}}`` on stdout as well (:func:`output.fail`)."""
+    return typer.Option(False, "--json", help=text, callback=_json_mode)
+
+
+def deprecated_alias(new: Any, old: Any, old_flag: str, new_flag: str, *,
+                     default: Any = None) -> Any:
+    """The value of a renamed flag: ``new`` (the new spelling's value, None when not given)
+    or, when only the old spelling was given, ``old`` with ``warning: OLD is deprecated; use
+    NEW`` on stderr (stdout stays clean for ``--json``); ``default`` when neither was given.
+    Both given with different values fail (exit 2)."""
+    if old is None:
+        return default if new is None else new
+    note("warning:", f"{old_flag} is deprecated; use {new_flag}", err=True)
+    if new is not None and new != old:
+        fail(f"{old_flag} is the old spelling of {new_flag}; give one of them, not both "
+             f"({new_flag} {new!r}, {old_flag} {old!r})", kind="usage")
+    return old
 
 
 AS_JSON = json_option()
@@ -45,85 +71,83 @@ TRACKING_URI = typer.Option(
 
 
 def open_store(url: str | None, *, create: bool = True) -> Store:
-    """The store at ``url`` (``None``: ``$JOBCAST_STORE``, else the default); fails on a bad
-    URL or unreachable store.
+    """The store at ``url`` (``None``: ``$JOBCAST_STORE``, else the default); fails (exit 2)
+    on a bad URL, an unreachable store or a named store that does not exist.
 
     ``create=False`` (every command that only uses history: runs, predict, compare, report,
     fit, register, ...) never creates a SQLite file: a default store that does not exist yet
     reads as an empty one (a fresh machine still forecasts from the shipped data), and a named
     one (``--store``, ``$JOBCAST_STORE``) that does not exist fails with exit 2 (a misspelled
-    name). ``ingest`` (and set-up commands) create the store on first use."""
-    import os
+    name). ``ingest`` (and set-up commands) create the store on first use. The rules are
+    :func:`jobcast.service.stores.open_store`'s."""
+    from jobcast.service import stores
 
-    from ingest.home import sqlite_path
-    from ingest.store import Store, store_url
-
-    if not create:
-        full = store_url(url)
-        path = sqlite_path(full)
-        if path is not None and not path.exists():
-            if url or os.environ.get("JOBCAST_STORE"):
-                where = "--store" if url else "$JOBCAST_STORE"
-                fail(f"no store at {path.resolve()}; ingest first (`jobcast ingest LOGS...`) "
-                     f"or check {where}")
-            return empty_store(full)
     try:
-        return Store(url)
-    except Exception as exc:  # bad URL, unreachable server, unreadable file
-        fail(f"cannot open store {hide_password(url) if url else '(default)'}: {exc}")
+        return stores.open_store(url, create=create)
+    except stores.StoreError as exc:
+        fail(exc)
 
 
 def empty_store(url: str) -> Store:
-    """An empty store in memory that names itself ``url``: the history of a store that does
-    not exist yet, read without creating it."""
-    import sqlalchemy as sa
-    from sqlalchemy.pool import StaticPool
+    """An empty store in memory that names itself ``url`` (deprecated here: use
+    :func:`jobcast.service.stores.empty_store`)."""
+    from jobcast.service.stores import empty_store as empty
 
-    from ingest.migrations import ensure_head
-    from ingest.store import Store, metadata
-
-    store = Store.__new__(Store)
-    store.url = url
-    store.engine = sa.create_engine("sqlite://", poolclass=StaticPool,
-                                    connect_args={"check_same_thread": False})
-    ensure_head(store.engine, metadata, "sqlite://")
-    return store
+    return empty(url)
 
 
 def open_store_later(url: str | None) -> Callable[[], Store]:
     """An opener for a command that may fail before it writes: an existing store (or a
     server) is opened and checked now; a SQLite file that does not exist yet is created only
     when the opener is called, so a failed command leaves no empty file behind. Fails now on a
-    bad URL or a missing folder."""
-    from pathlib import Path
+    bad URL or a missing folder (:func:`jobcast.service.stores.open_store_later`)."""
+    from jobcast.service import stores
 
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    from ingest.home import data_home
-    from ingest.store import store_url
-
-    full = store_url(url)
     try:
-        parsed = make_url(full)
-    except ArgumentError as exc:
-        fail(f"cannot open store {hide_password(url) if url else '(default)'}: {exc}")
-    path = parsed.database if parsed.get_backend_name() == "sqlite" else None
-    if not path or path == ":memory:" or path.startswith("file:") or Path(path).exists():
-        st = open_store(url)
-        return lambda: st
-    folder = Path(path).resolve().parent
-    if not folder.is_dir() and folder != data_home().resolve():  # the data dir is made
-        fail(f"cannot open store {full}: folder {Path(path).resolve().parent} does not exist")
-    return lambda: open_store(url)
+        opener = stores.open_store_later(url)
+    except stores.StoreError as exc:
+        fail(exc)
+
+    def later() -> Store:
+        try:
+            return opener()
+        except stores.StoreError as exc:
+            fail(exc)
+
+    return later
+
+
+def history_store(url: str | None) -> Store | None:
+    """The store a forecast reads history from, None where it certainly holds none
+    (:func:`jobcast.service.stores.history_store`); fails as :func:`open_store` does."""
+    from jobcast.service import stores
+
+    try:
+        return stores.history_store(url)
+    except stores.StoreError as exc:
+        fail(exc)
 
 
 # -- layerwise forecasts (predict, compare) ---------------------------------------------------
 
 IMAGE_SIZE = typer.Option(None, min=8, help="Layerwise: input image side (default: the "
                           "network's own, e.g. 224, or 299 for Inception).")
-PRECISION = typer.Option("fp32", help="Layerwise: fp32, tf32, fp16 or bf16 (mixed precision "
-                         "on tensor cores).")
+
+
+def precision_option(repeat: bool = False, what: str = "") -> Any:
+    """``--precision``, the one definition (its choices from :mod:`fleet.precision`): one
+    value (``str | None``), or with ``repeat`` a list (repeat the flag); ``what`` ends the
+    help with what the command does with it. Values are parsed by the command's library
+    (:func:`fleet.precision.parse_precision`), so its spellings (``amp``, ``mixed_float16``)
+    work too."""
+    from fleet.precision import PRECISIONS
+
+    text = (f"Precision as set in the framework: {', '.join(PRECISIONS)} (fp16/bf16: mixed "
+            "precision on tensor cores; fp32-strict: fp32 with TF32 off)"
+            + ("; repeat for several" if repeat else "") + (f". {what}" if what else "."))
+    return typer.Option(None, "--precision", help=text)
+
+
 FRAMEWORK = typer.Option("tensorflow", help="Layerwise: tensorflow or pytorch (eager PyTorch's "
                          "per-op costs).")
 DATA_PARALLEL = typer.Option(
@@ -131,6 +155,19 @@ DATA_PARALLEL = typer.Option(
     "pytorch ddp, tensorflow allreduce; replicated when --stack names TensorFlow 1.x), ddp "
     "(all-reduce overlapped with the backward pass: PyTorch DDP, Horovod), allreduce (after the "
     "backward pass: TF2 MirroredStrategy), replicated (TF 1.x variables) or dp (nn.DataParallel).")
+
+# -- Ray (ingest, bench) -----------------------------------------------------------------------
+
+
+def ray_option(what: str = "Work") -> Any:
+    """``--ray``: ``what`` (e.g. "Parse") runs in Ray tasks, one writer; see
+    :data:`RAY_ADDRESS`."""
+    return typer.Option(False, "--ray",
+                        help=f"{what} in Ray tasks (local Ray unless --ray-address); one writer.")
+
+
+RAY_ADDRESS = typer.Option(None, "--ray-address", help="Ray cluster to join (implies --ray), "
+                           "e.g. ray://host:10001.")
 
 # -- Prometheus (ingest-prometheus, eta) ------------------------------------------------------
 
@@ -157,37 +194,29 @@ DEPLOYMENT_LABEL = typer.Option("deployment", "--deployment-label",
 def open_prometheus(url: str, *, timeout: float, retries: int, bearer_token: str | None,
                     basic_auth: str | None, ca_file: str | None,
                     insecure: bool) -> PrometheusClient:
-    """A client for ``url``; fails on a malformed ``--basic-auth`` or a missing ``--ca-file``."""
-    from pathlib import Path
+    """A client for ``url``; fails on a malformed ``--basic-auth`` or a missing ``--ca-file``
+    (:func:`jobcast.service.cluster.prometheus_client`)."""
+    from jobcast.service.cluster import ClusterError, prometheus_client
 
-    from ingest.prometheus import PrometheusClient, PrometheusError
-
-    auth = None
-    if basic_auth:
-        user, sep, password = basic_auth.partition(":")
-        if not sep or not user:
-            fail("--basic-auth must be USER:PASSWORD")
-        auth = (user, password)
-    if ca_file is not None and not Path(ca_file).is_file():
-        fail(f"--ca-file {ca_file}: no such file")
     try:
-        return PrometheusClient(url, timeout=timeout, retries=retries,
-                                bearer_token=bearer_token, basic_auth=auth,
-                                ca_file=ca_file, insecure=insecure)
-    except PrometheusError as exc:
-        fail(str(exc))
+        return prometheus_client(url, timeout=timeout, retries=retries,
+                                 bearer_token=bearer_token, basic_auth=basic_auth,
+                                 ca_file=ca_file, insecure=insecure)
+    except ClusterError as exc:
+        fail(exc)
 
 
 def metric_names(prefix: str, job_label: str, network_label: str,
                  deployment_label: str) -> MetricNames:
-    """The exporter's metric and label names, validated; fails on an unusable name."""
-    from ingest.prometheus import MetricNames
+    """The exporter's metric and label names, validated; fails on an unusable name
+    (:func:`jobcast.service.cluster.metric_names`)."""
+    from jobcast.service.cluster import ClusterError
+    from jobcast.service.cluster import metric_names as names
 
     try:
-        return MetricNames(prefix=prefix, job_label=job_label, network_label=network_label,
-                           deployment_label=deployment_label).validate()
-    except ValueError as exc:
-        fail(str(exc))
+        return names(prefix, job_label, network_label, deployment_label)
+    except ClusterError as exc:
+        fail(exc)
 
 
 # -- the app's own options (jobcast -v, --version) ----------------------------------------------

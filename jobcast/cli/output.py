@@ -10,6 +10,13 @@ Rules
   never read it as Rich markup or emoji codes (``[abc]`` and ``:smile:`` stay text).
 * Errors go to stderr as ``error: message`` (exit 2 unless told); JSON goes to stdout as
   plain text (:func:`emit_json`), never through Rich.
+* A command run with ``--json`` (:func:`set_json_mode`, called by ``options.json_option``'s
+  callback) that fails also prints ``{"error": {...}}`` on stdout: the one shape of
+  :class:`fleet.errors.ErrorInfo` (``kind``, ``message``, ``file``, ``line``, ``field``,
+  ``row``), so a script reads why from the same stream as the answer.
+* Exit codes: 0 ok; 1 partial (some files or rows failed, the output is complete); 2 a user
+  error (a :class:`fleet.errors.JobcastError`, a usage error, a refused write); 70 a bug in
+  jobcast (``cli/app.py`` ``main``).
 * Progress bars draw on stderr and only on a terminal; ``--json`` runs disable them. Their
   label and item (a file, a layer, a host) are text, never markup.
 * Click/Typer's own usage errors (a bad option value) are plain, unboxed text when stderr is
@@ -22,20 +29,41 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import typer
 from rich.console import Console
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from fleet.errors import ErrorInfo
+
+    # What fail() reports: a message, an error (any exception reads as its message), or an
+    # error object already in its JSON shape.
+    Problem = str | BaseException | ErrorInfo | Mapping[str, Any]
 
 # Piped output (CI logs, files) gets a wide table instead of Rich's 80-column default.
 _WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 140
 console = Console(stderr=False, highlight=False, width=_WIDTH, soft_wrap=True, emoji=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 # Typer's usage errors: Rich panels (wrapped to the screen) on a terminal, plain lines otherwise.
-RICH_MARKUP_MODE = "rich" if sys.stderr.isatty() else None
+RICH_MARKUP_MODE: Literal["rich"] | None = "rich" if sys.stderr.isatty() else None
+
+# Whether the running command was given --json (module rules); reset by the app's callback.
+_JSON_MODE = False
+
+
+def set_json_mode(on: bool) -> None:
+    """Say whether the running command prints JSON, so :func:`fail` answers in JSON too."""
+    global _JSON_MODE
+    _JSON_MODE = bool(on)
+
+
+def json_mode() -> bool:
+    """Whether the running command was given ``--json``."""
+    return _JSON_MODE
 
 
 def _clean(value):
@@ -50,12 +78,46 @@ def _clean(value):
 
 
 def emit_json(payload) -> None:
+    """``payload`` as indented JSON on stdout (non-finite numbers as null; module rules)."""
     sys.stdout.write(json.dumps(_clean(payload), indent=2, default=str) + "\n")
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print ``error: message`` on stderr, never wrapped (scripts grep it), and exit."""
-    note("error:", message, "red", err=True)
+def error_payload(problem: Problem, kind: str = "error") -> dict[str, Any]:
+    """``{"error": {...}}`` for a message (of ``kind``), a :class:`JobcastError` (its own
+    kind and place), another exception (its text, of ``kind``), an :class:`ErrorInfo`, or an
+    error object already in that shape (a mapping with at least ``message``, e.g. an item's
+    ``"problem"`` from a service payload)."""
+    from fleet.errors import ErrorInfo, JobcastError
+
+    if isinstance(problem, JobcastError):
+        info = problem.info()
+    elif isinstance(problem, ErrorInfo):
+        info = problem
+    elif isinstance(problem, Mapping) and "message" in problem:
+        known = {k: problem.get(k) for k in ("file", "line", "field", "row")}
+        info = ErrorInfo(kind=str(problem.get("kind") or kind),
+                         message=str(problem["message"]), **known)
+    else:
+        info = ErrorInfo(kind=kind, message=str(problem))
+    return {"error": info.as_dict()}
+
+
+def report_error(problem: Problem, kind: str = "error") -> None:
+    """Print ``error: message`` on stderr (never wrapped: scripts grep it) and, in ``--json``
+    mode, ``{"error": {...}}`` on stdout (module rules); exits nothing."""
+    payload = error_payload(problem, kind)
+    note("error:", payload["error"]["message"], "red", err=True)
+    if _JSON_MODE:
+        emit_json(payload)
+
+
+def fail(problem: Problem, code: int = 2, *,
+         kind: str = "error") -> NoReturn:
+    """Report ``problem`` (:func:`report_error`: stderr, plus the JSON error in ``--json``
+    mode) and exit with ``code`` (2: a user error, module rules). ``problem`` is a message
+    or an exception (its JSON ``kind`` is ``kind`` unless it is a :class:`JobcastError`,
+    which has its own), an :class:`ErrorInfo` or an error object in that shape."""
+    report_error(problem, kind)
     raise typer.Exit(code)
 
 

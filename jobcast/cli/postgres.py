@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from ingest.credentials import new_secret, read_secret, secret_or_new, write_secret
 from jobcast.cli.errors import CliError
+from jobcast.service.secrets import new_secret, read_secret, secret_or_new, write_secret
 
 SUPERUSER = "jobcast"
 WRITER, READER = "jobcast_writer", "jobcast_reader"
@@ -95,17 +95,21 @@ class LocalPostgres:
 
     @property
     def data(self) -> Path:
+        """The cluster's data folder (``pgdata``)."""
         return self.root / "pgdata"
 
     @property
     def log(self) -> Path:
+        """The server's log file (``logs/postgres.log``)."""
         return self.root / "logs" / "postgres.log"
 
     @property
     def password_file(self) -> Path:
+        """The superuser's password file (0600, never printed)."""
         return self.root / "pg.password"
 
     def password(self) -> str:
+        """The superuser's password, read from its file."""
         return read_secret(self.password_file)
 
     def role_password_file(self, kind: str) -> Path:
@@ -121,6 +125,7 @@ class LocalPostgres:
         return f"postgresql+{driver}://{user}:{password}@127.0.0.1:{self.port}/{database}"
 
     def initialised(self) -> bool:
+        """The cluster exists: its data folder and its password file."""
         return (self.data / "PG_VERSION").is_file() and self.password_file.is_file()
 
     def _run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -173,12 +178,15 @@ class LocalPostgres:
         return True
 
     def options(self) -> str:
+        """``pg_ctl -o`` options: loopback only, this port, no Unix socket (and no fsync when
+        ``fast``)."""
         opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories=''"
         if self.fast:
             opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         return opts
 
     def running(self) -> bool:
+        """``pg_ctl status`` says the server of this data folder runs."""
         return self.data.is_dir() and self._run("pg_ctl", "-D", str(self.data),
                                                 "status").returncode == 0
 
@@ -204,6 +212,7 @@ class LocalPostgres:
             self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def pid(self) -> int | None:
+        """The server's process id, or None when it does not run."""
         pidfile = self.data / "postmaster.pid"
         try:
             return int(pidfile.read_text().split()[0]) if self.running() else None
@@ -228,6 +237,7 @@ class LocalPostgres:
             return True
 
     def drop_database(self, name: str) -> None:
+        """Drop database ``name`` if it exists, closing its connections first."""
         with self._connect() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

@@ -9,6 +9,7 @@ failed ingest leaves no file behind.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -33,6 +34,9 @@ from jobcast.cli.options import (
     open_store_later,
 )
 from jobcast.cli.output import emit_json, fail, note, progress_bar
+
+if TYPE_CHECKING:
+    from jobcast.service.cluster import ClusterIngestResult
 
 
 def register(app: typer.Typer) -> None:
@@ -100,21 +104,21 @@ def ingest_prometheus(
     as_json: bool = AS_JSON,
 ) -> None:
     """Read training jobs' traces from Prometheus into the store (finished jobs, idempotent)."""
-    from ingest.prometheus import (
-        fetch_jobs,
+    from jobcast.service.cluster import (
+        ClusterError,
+        fetch_jobcast_jobs,
+        iso_time,
         parse_duration,
         parse_matcher,
         parse_time,
-        store_jobs,
     )
-    from ingest.prometheus.names import iso_time
 
     try:
         start, end = parse_time(since), parse_time(until)
         chunk_s, stale_s = parse_duration(chunk), parse_duration(stale_after)
         matchers = [parse_matcher(s) for s in selector]
-    except ValueError as exc:
-        fail(str(exc))
+    except ClusterError as exc:
+        fail(exc)
     if chunk_s <= 0:
         fail("--chunk must be positive")
     if not end > start:
@@ -130,82 +134,69 @@ def ingest_prometheus(
         ingest_kubernetes(client, opener, start, end, namespace=namespace,
                           max_series=max_series, max_points=max_points, traces=traces,
                           job_key=job_key_rule(job_key), as_json=as_json)
-    _, st, report = _fetch_then_store(
-        client, opener, "prometheus", as_json, lambda advance: fetch_jobs(
-            client, start, end, matchers=matchers, names=names, chunk=chunk_s,
-            stale_after=stale_s, max_chunks=max_chunks, max_points=max_points,
-            progress=lambda done, total: advance(done, total, "requests")), store_jobs)
-    rejected = [{"source": e.source, "reason": e.reason} for e in report.rejected]
+    result = _fetch_then_store(opener, "prometheus", as_json, lambda advance: fetch_jobcast_jobs(
+        client, start, end, matchers=matchers, names=names, chunk=chunk_s,
+        stale_after=stale_s, max_chunks=max_chunks, max_points=max_points,
+        progress=lambda done, total: advance(done, total, "requests")))
     if as_json:
-        emit_json({
-            "added": report.added, "duplicates": report.duplicates,
-            "skipped": report.skipped, "rejected": rejected,
-            "read": {"series": report.series, "samples": report.samples,
-                     "chunks": report.chunks, "requests": report.requests},
-            "store": st.counts(),
-        })
+        emit_json(result.as_dict())
     else:
-        runs = sum(a["runs"] for a in report.added)
-        note("", f"added {len(report.added)} jobs ({runs} runs), {len(report.duplicates)} "
-             f"already in the store, {len(report.skipped)} skipped, {len(report.rejected)} "
-             f"rejected (read {report.series} series, {report.samples} samples in "
-             f"{report.requests} requests)")
-        for item in report.skipped:
+        runs = sum(a["runs"] for a in result.added)
+        read = result.read
+        note("", f"added {len(result.added)} jobs ({runs} runs), {len(result.duplicates)} "
+             f"already in the store, {len(result.skipped)} skipped, {len(result.rejected)} "
+             f"rejected (read {read['series']} series, {read['samples']} samples in "
+             f"{read['requests']} requests)")
+        for item in result.skipped:
             note("skipped", f"{item['job_id']}: {item['reason']}")
-        for item in rejected:
+        for item in result.rejected:
             note("rejected", f"{item['source']}: {item['reason']}", "red")
-    raise typer.Exit(1 if report.rejected else 0)
+    raise typer.Exit(1 if result.rejected else 0)
 
 
-def _fetch_then_store(client, opener, label: str, as_json: bool, fetch, store):
-    """``fetch(advance)`` under a progress bar named ``label``, closing ``client`` (a Prometheus
-    error writes nothing), then ``store(st, fetched)`` into the store ``opener`` opens only
-    then; an error of either fails the command. Returns (fetched, store, report)."""
-    from ingest.prometheus import PrometheusError
-    from ingest.store import StoreError
+def _fetch_then_store(opener, label: str, as_json: bool, fetch) -> ClusterIngestResult:
+    """``fetch(advance)`` (a door fetch, which closes its client; a Prometheus error writes
+    nothing) under a progress bar named ``label``, then the fetched jobs stored into the store
+    ``opener`` opens only then; an error of either fails the command."""
+    from jobcast.service.cluster import ClusterFetchError, ClusterStoreError, store_fetched
 
     try:
         with progress_bar(label, disable=as_json) as advance:
             fetched = fetch(advance)
-    except PrometheusError as exc:
-        fail(f"{exc} (nothing was written)")
-    finally:
-        client.close()
-    st = opener()
+    except ClusterFetchError as exc:
+        fail(exc)
     try:
-        report = store(st, fetched)
-    except StoreError as exc:
-        fail(f"{exc} (jobs written before it are kept; run the command again to add the rest)")
-    return fetched, st, report
+        return store_fetched(opener, fetched)[1]
+    except ClusterStoreError as exc:
+        fail(exc)
 
 
 def ingest_kubernetes(client, opener, start: float, end: float, *, namespace: str | None,
                       max_series: int, max_points: int, traces: bool, job_key: str | None,
                       as_json: bool) -> None:
     """``ingest-prometheus --source kubernetes``: Jobs -> whole-job runs; exits."""
-    from ingest.prometheus.kubernetes import fetch_k8s_jobs, store_k8s_jobs
+    from jobcast.service.cluster import fetch_kubernetes_jobs
 
-    fetched, st, report = _fetch_then_store(
-        client, opener, "kubernetes", as_json, lambda advance: fetch_k8s_jobs(
-            client, start, end, namespace=namespace, job_key_rule=job_key, traces=traces,
+    result = _fetch_then_store(opener, "kubernetes", as_json, lambda advance: (
+        fetch_kubernetes_jobs(
+            client, start, end, namespace=namespace, job_key=job_key, traces=traces,
             max_series=max_series, max_points=max_points,
-            progress=lambda done, total: advance(done, total, "jobs")), store_k8s_jobs)
-    rejected = [{"source": e.source, "reason": e.reason} for e in report["rejected"]]
+            progress=lambda done, total: advance(done, total, "jobs"))))
     if as_json:
-        emit_json({**report, "rejected": rejected, "read": {
-            "series": fetched.series, "requests": fetched.requests}, "store": st.counts()})
+        emit_json(result.as_dict())
     else:
-        note("", f"added {len(report['added'])} Jobs, {len(report['duplicates'])} already in "
-                 f"the store, {len(report['skipped'])} skipped, {len(rejected)} rejected "
-                 f"(read {fetched.series} series in {fetched.requests} requests)")
-        for item in report["added"]:
+        read = result.read
+        note("", f"added {len(result.added)} Jobs, {len(result.duplicates)} already in "
+                 f"the store, {len(result.skipped)} skipped, {len(result.rejected)} rejected "
+                 f"(read {read['series']} series in {read['requests']} requests)")
+        for item in result.added:
             note("added", f"{item['job']} ({item['key']}): {item['state']}, "
                           f"{_span(item['seconds'])} on {item['deployment']}")
-        for item in report["skipped"]:
+        for item in result.skipped:
             note("skipped", f"{item['job']}: {item['reason']}")
-        for item in rejected:
+        for item in result.rejected:
             note("rejected", f"{item['source']}: {item['reason']}", "red")
-    raise typer.Exit(1 if rejected else 0)
+    raise typer.Exit(1 if result.rejected else 0)
 
 
 def eta(
@@ -230,14 +221,14 @@ def eta(
     as_json: bool = AS_JSON,
 ) -> None:
     """When will a running job finish? Its progress in Prometheus plus its fitted model."""
-    from ingest.prometheus import PrometheusError, parse_duration
+    from jobcast.service.cluster import ClusterError, PrometheusError, parse_duration
     from jobcast.service.eta import EtaError, estimate_eta, fetch_job
     from jobcast.service.forecaster import Forecaster
 
     try:
         lookback_s = parse_duration(lookback)
-    except ValueError as exc:
-        fail(str(exc))
+    except ClusterError as exc:
+        fail(exc)
     names = metric_names(prefix, job_label, network_label, deployment_label)
     client = open_prometheus(url, timeout=timeout, retries=retries, bearer_token=bearer_token,
                              basic_auth=basic_auth, ca_file=ca_file, insecure=insecure)

@@ -35,8 +35,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
-from ingest.credentials import read_secret, secret_or_new, write_secret
 from jobcast.cli.errors import CliError
+from jobcast.service.secrets import read_secret, secret_or_new, write_secret
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MLFLOW_ADMIN, MLFLOW_READER = "admin", "jobcast-reader"

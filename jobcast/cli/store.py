@@ -1,6 +1,7 @@
 """``jobcast store``: the store's schema revision (``version``) and its migration (``upgrade``).
 
-Rules (the schema's are in :mod:`ingest.migrations`):
+Rules (the schema's are in :mod:`ingest.migrations`; the door is
+:mod:`jobcast.service.stores`):
 
 - Every other command opens a store at the code's revision only; a store made by an older
   jobcast is refused until ``jobcast store upgrade`` migrates it. This holds for SQLite files
@@ -33,27 +34,25 @@ def register(app: typer.Typer) -> None:
 
 
 def shown(url: str) -> str:
-    """``url`` without its password (:func:`ingest.credentials.hide_password`)."""
-    from ingest.credentials import hide_password
+    """``url`` without its password (:func:`jobcast.service.stores.hide_password`)."""
+    from jobcast.service.stores import hide_password
 
     return hide_password(url)
 
 
 def store_url_of(url: str | None) -> str:
     """The store URL a command uses (``--store``, else ``$JOBCAST_STORE``, else the default)."""
-    from ingest.store import store_url
+    from jobcast.service.stores import store_url
 
     return store_url(url)
 
 
-def _engine(url: str | None):
-    from ingest.store import make_engine, store_url
-
-    resolved = store_url(url)
-    try:
-        return resolved, make_engine(resolved)
-    except Exception as exc:  # bad URL, missing driver
-        fail(f"cannot open store {shown(resolved)}: {exc}")
+ADVICE = {
+    "current": "up to date",
+    "empty": "empty: created at this revision on first use",
+    "outdated": "older than this jobcast: run `jobcast store upgrade`",
+    "newer": "made by a newer jobcast: upgrade jobcast to use it",
+}
 
 
 @store_app.command("version")
@@ -62,41 +61,21 @@ def version_command(
     as_json: bool = json_option("Print the store, its revision, this jobcast's and the status."),
 ) -> None:
     """Show the store's schema revision against this jobcast's (exit 1 if they differ)."""
-    from ingest.home import sqlite_path
-    from ingest.migrations import HEAD, REVISIONS, SchemaVersionError, state
+    from jobcast.service.stores import StoreError, store_status
 
-    path = sqlite_path(store_url_of(store))
-    if path is not None and not path.exists():  # read, never create: a missing file is empty
-        url = store_url_of(store)
-        if as_json:
-            emit_json({"store": shown(url), "revision": None, "head": HEAD, "status": "empty",
-                       "revisions": list(REVISIONS), "exists": False})
-        else:
-            note("", f"store {shown(url)}: not created yet (this jobcast reads {HEAD}; "
-                     "created at it on first ingest)")
-        raise typer.Exit(0)
-    url, engine = _engine(store)
     try:
-        found = state(engine)
-    except SchemaVersionError as exc:
-        fail(f"store {shown(url)}: {exc}")
-    except Exception as exc:  # unreachable server, unreadable file
-        fail(f"cannot open store {shown(url)}: {getattr(exc, 'orig', None) or exc}")
-    finally:
-        engine.dispose()
-    advice = {
-        "current": "up to date",
-        "empty": "empty: created at this revision on first use",
-        "outdated": "older than this jobcast: run `jobcast store upgrade`",
-        "newer": "made by a newer jobcast: upgrade jobcast to use it",
-    }[found.status]
+        found = store_status(store)
+    except StoreError as exc:
+        fail(exc)
     if as_json:
-        emit_json({"store": shown(url), "revision": found.revision, "head": HEAD,
-                   "status": found.status, "revisions": list(REVISIONS)})
+        emit_json(found.to_dict())
+    elif not found.exists:  # read, never create: a missing file is empty
+        note("", f"store {found.store}: not created yet (this jobcast reads {found.head}; "
+                 "created at it on first ingest)")
     else:
-        note("", f"store {shown(url)}: revision {found.revision or '(none)'}, this jobcast "
-                 f"reads {HEAD}: {advice}")
-    raise typer.Exit(0 if found.status in ("current", "empty") else 1)
+        note("", f"store {found.store}: revision {found.revision or '(none)'}, this jobcast "
+                 f"reads {found.head}: {ADVICE[found.status]}")
+    raise typer.Exit(0 if found.usable else 1)
 
 
 @store_app.command("upgrade")
@@ -105,23 +84,16 @@ def upgrade_command(
     as_json: bool = json_option("Print the store and its revision before and after."),
 ) -> None:
     """Migrate the store to this jobcast's schema revision (data kept; all steps or none)."""
-    from ingest.migrations import SchemaVersionError, upgrade
+    from jobcast.service.stores import StoreError, upgrade_store
 
-    url, engine = _engine(store)
     try:
-        before, after = upgrade(engine)
-    except SchemaVersionError as exc:
-        fail(f"store {shown(url)}: {exc}")
-    except Exception as exc:  # unreachable server, a migration the database refused
-        reason = getattr(exc, "orig", None) or exc
-        fail(f"cannot upgrade store {shown(url)} (nothing changed): {reason}")
-    finally:
-        engine.dispose()
+        done = upgrade_store(store)
+    except StoreError as exc:
+        fail(exc)
     if as_json:
-        emit_json({"store": shown(url), "from": before, "to": after,
-                   "changed": before != after})
-    elif before == after:
-        note("", f"store {shown(url)} is already at revision {after}")
+        emit_json(done.to_dict())
+    elif not done.changed:
+        note("", f"store {done.store} is already at revision {done.after}")
     else:
-        note("", f"upgraded store {shown(url)} from revision {before or '(empty)'} to "
-                 f"{after}")
+        note("", f"upgraded store {done.store} from revision {done.before or '(empty)'} to "
+                 f"{done.after}")

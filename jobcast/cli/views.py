@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the tables load when one is drawn; the store with a command
     from rich.console import Group
     from rich.table import Table
 
-    from ingest.store import Store
+    from jobcast.service.stores import Store
 
 
 def cell(value: object, style: str = "") -> Text:
@@ -42,7 +42,8 @@ def runs_payload(store: Store, network: str | None = None, deployment: str | Non
                 "network": r.network,
                 "deployment": r.deployment,
                 "system": _system(r.meta),
-                "framework": r.framework,
+                "stack": r.framework,  # the software stack (e.g. "tensorflow 2.15")
+                "framework": r.framework,  # its old key, kept one release
                 "batch_size": r.batch_size,
                 "start_time": r.start_time,
                 # what the parser repaired and warned about, the system and variant keys
@@ -75,6 +76,7 @@ def _system(meta: dict) -> str | None:
 
 
 def runs_table(payload: list) -> Table:
+    """``jobcast runs`` as a table, from :func:`runs_payload`."""
     from rich.table import Table
     table = Table(title=f"{len(payload)} runs")
     for col in ("network", "system", "deployment", "batch", "train s", "train it", "test s",
@@ -119,6 +121,7 @@ def runs_empty_hint(url: str, network: str | None = None,
 
 
 def models_payload(models) -> list:
+    """Fitted end-to-end models: the JSON of ``jobcast fit --json`` (one entry a model)."""
     out = []
     for m in models:
         e = m.estimator
@@ -152,6 +155,7 @@ def models_payload(models) -> list:
 
 
 def models_table(payload: list) -> Table:
+    """``jobcast fit`` as a table, from :func:`models_payload`."""
     from rich.table import Table
     table = Table(
         title=f"{len(payload)} end-to-end models (CV MAPE: error on held-out runs' totals)"
@@ -284,7 +288,7 @@ def forecasts_table(results: list) -> Table:
         table.add_column(col, overflow="fold")
     for r in results:
         job = r["job"]
-        common = [
+        common: list[Text | str] = [
             cell(job.get("network")),
             cell(job.get("deployment") or job.get("device") or "-"),
             str(job.get("batch_size")),

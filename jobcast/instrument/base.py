@@ -182,16 +182,26 @@ class PhaseSink(Protocol):
     clock: Clock
 
     @property
-    def active_phase(self) -> str | None: ...
+    def active_phase(self) -> str | None:
+        """The open phase (``train``/``test``), else None."""
+        ...
 
     def phase_start(self, phase: str, epoch: int | None, *,
-                    at: float | None = None) -> Any: ...
+                    at: float | None = None) -> Any:
+        """Open a ``phase`` of ``epoch``."""
+        ...
 
-    def progress(self, step: int, *, at: float | None = None) -> Any: ...
+    def progress(self, step: int, *, at: float | None = None) -> Any:
+        """``step`` batches done in the open phase."""
+        ...
 
-    def phase_end(self, iterations: int, *, at: float | None = None) -> float: ...
+    def phase_end(self, iterations: int, *, at: float | None = None) -> float:
+        """Close the open phase after ``iterations`` batches; returns the time used."""
+        ...
 
-    def run_end(self, status: str = "completed", *, at: float | None = None) -> Any: ...
+    def run_end(self, status: str = "completed", *, at: float | None = None) -> Any:
+        """Close the run with ``status``."""
+        ...
 
 
 # -- lazy Keras ---------------------------------------------------------------------------
@@ -222,127 +232,141 @@ def lazy_attributes(module: str, factories: Mapping[str, Callable[[], Any]]
     return __getattr__
 
 
-def _make_callback_base() -> type:
-    keras = quiet_import("keras")
+class KerasPhaseLogic:
+    """Keras hooks -> sink events: the body of ``KerasPhaseCallback``, which is this mixin
+    on ``keras.callbacks.Callback`` (:func:`keras_callback_base`; a plain class here, so
+    this module imports no Keras). Subclasses pick the run and output policies.
 
-    class KerasPhaseCallback(keras.callbacks.Callback):
-        """Keras hooks -> sink events. Subclasses pick the run and output policies.
+    Rules: ``fit`` is one run (kind ``"fit"``); each epoch is a ``train`` phase from
+    ``on_epoch_begin`` to its last batch's end (``on_epoch_end`` or the start of the
+    validation pass); the validation pass inside ``fit`` is a ``test`` phase with the
+    same epoch, starting at that last batch's end; ``on_test_end`` closes it at the
+    clock's time. ``model.evaluate`` outside ``fit`` is a run of its own (kind
+    ``"evaluate"``, one ``test`` phase, epoch None) when :attr:`record_evaluate`, else
+    ignored. Times come from ``sink.clock`` when the hook runs.
+    """
 
-        Rules: ``fit`` is one run (kind ``"fit"``); each epoch is a ``train`` phase from
-        ``on_epoch_begin`` to its last batch's end (``on_epoch_end`` or the start of the
-        validation pass); the validation pass inside ``fit`` is a ``test`` phase with the
-        same epoch, starting at that last batch's end; ``on_test_end`` closes it at the
-        clock's time. ``model.evaluate`` outside ``fit`` is a run of its own (kind
-        ``"evaluate"``, one ``test`` phase, epoch None) when :attr:`record_evaluate`, else
-        ignored. Times come from ``sink.clock`` when the hook runs.
-        """
+    record_evaluate: bool = True
+    params: dict | None  # set by Keras on the callback
 
-        record_evaluate: bool = True
+    def __init__(self, sink: PhaseSink) -> None:
+        """Drive ``sink``; Keras' own ``Callback.__init__`` runs first."""
+        super().__init__()
+        self.sink = sink
+        self._in_fit = False
+        self._epoch: int | None = None
+        self._first_epoch: int | None = None
+        self._steps = 0
+        self._last_batch_end: float | None = None
 
-        def __init__(self, sink: PhaseSink) -> None:
-            super().__init__()
-            self.sink = sink
-            self._in_fit = False
-            self._epoch: int | None = None
-            self._first_epoch: int | None = None
-            self._steps = 0
-            self._last_batch_end: float | None = None
+    # -- policies subclasses override ------------------------------------------------
+    def start_run(self, kind: str) -> None:
+        """Open the sink's run; ``kind`` is ``"fit"`` or ``"evaluate"``."""
+        raise NotImplementedError
 
-        # -- policies subclasses override ------------------------------------------------
-        def start_run(self, kind: str) -> None:
-            """Open the sink's run; ``kind`` is ``"fit"`` or ``"evaluate"``."""
-            raise NotImplementedError
+    def first_epoch(self, epoch: int) -> None:
+        """Called once per ``fit`` before its first phase (``epoch`` may be > 1)."""
 
-        def first_epoch(self, epoch: int) -> None:
-            """Called once per ``fit`` before its first phase (``epoch`` may be > 1)."""
+    def progress_due(self, done: int, before: int) -> bool:
+        """Whether ``done`` steps (``before`` at the last batch) go to the sink."""
+        return True
 
-        def progress_due(self, done: int, before: int) -> bool:
-            """Whether ``done`` steps (``before`` at the last batch) go to the sink."""
-            return True
+    def end_test_phase(self, steps: int) -> None:
+        """Close the sink's ``test`` phase after ``steps`` batches."""
+        self.sink.phase_end(steps)
 
-        def end_test_phase(self, steps: int) -> None:
-            """Close the sink's ``test`` phase after ``steps`` batches."""
-            self.sink.phase_end(steps)
+    def fit_ended(self) -> None:
+        """Called after the ``fit`` run was closed."""
 
-        def fit_ended(self) -> None:
-            """Called after the ``fit`` run was closed."""
+    # -- helpers ---------------------------------------------------------------------
+    def planned(self) -> tuple[int | None, int | None]:
+        """``(epochs, steps per epoch)`` Keras plans for this ``fit``."""
+        params = self.params or {}
+        return params.get("epochs"), params.get("steps")
 
-        # -- helpers ---------------------------------------------------------------------
-        def planned(self) -> tuple[int | None, int | None]:
-            """``(epochs, steps per epoch)`` Keras plans for this ``fit``."""
-            params = self.params or {}
-            return params.get("epochs"), params.get("steps")
+    def _open_phase(self, phase: str, epoch: int | None, at: float | None = None) -> None:
+        self._steps = 0
+        self._last_batch_end = None
+        self.sink.phase_start(phase, epoch, at=at)
 
-        def _open_phase(self, phase: str, epoch: int | None, at: float | None = None) -> None:
-            self._steps = 0
-            self._last_batch_end = None
-            self.sink.phase_start(phase, epoch, at=at)
+    def _step(self, batch: int) -> None:
+        self._last_batch_end = float(self.sink.clock())
+        done = int(batch) + 1
+        if self.progress_due(done, self._steps):
+            self.sink.progress(done, at=self._last_batch_end)
+        self._steps = done
 
-        def _step(self, batch: int) -> None:
-            self._last_batch_end = float(self.sink.clock())
-            done = int(batch) + 1
-            if self.progress_due(done, self._steps):
-                self.sink.progress(done, at=self._last_batch_end)
-            self._steps = done
+    def _end_train_phase(self) -> float | None:
+        """Close an open train phase at its last batch end; returns that time."""
+        if self.sink.active_phase == "train":
+            return self.sink.phase_end(self._steps, at=self._last_batch_end)
+        return None
 
-        def _end_train_phase(self) -> float | None:
-            """Close an open train phase at its last batch end; returns that time."""
-            if self.sink.active_phase == "train":
-                return self.sink.phase_end(self._steps, at=self._last_batch_end)
-            return None
+    def _records_test(self) -> bool:
+        return self._in_fit or self.record_evaluate
 
-        def _records_test(self) -> bool:
-            return self._in_fit or self.record_evaluate
+    # -- fit -------------------------------------------------------------------------
+    def on_train_begin(self, logs=None):
+        """``fit`` starts: one run of kind ``"fit"``."""
+        self._in_fit = True
+        self._first_epoch = None
+        self.start_run("fit")
 
-        # -- fit -------------------------------------------------------------------------
-        def on_train_begin(self, logs=None):
-            self._in_fit = True
-            self._first_epoch = None
-            self.start_run("fit")
+    def on_epoch_begin(self, epoch, logs=None):
+        """A ``train`` phase opens for epoch ``epoch + 1``."""
+        self._epoch = int(epoch) + 1
+        if self._first_epoch is None:
+            self._first_epoch = self._epoch
+            self.first_epoch(self._epoch)
+        self._open_phase("train", self._epoch)
 
-        def on_epoch_begin(self, epoch, logs=None):
-            self._epoch = int(epoch) + 1
-            if self._first_epoch is None:
-                self._first_epoch = self._epoch
-                self.first_epoch(self._epoch)
-            self._open_phase("train", self._epoch)
+    def on_train_batch_end(self, batch, logs=None):
+        """One train step done."""
+        self._step(batch)
 
-        def on_train_batch_end(self, batch, logs=None):
+    def on_epoch_end(self, epoch, logs=None):
+        """The train phase closes at its last batch end (if validation has not)."""
+        self._end_train_phase()
+
+    def on_train_end(self, logs=None):
+        """``fit`` ends: its run is closed as completed."""
+        self._end_train_phase()
+        self.sink.run_end("completed")
+        self._in_fit = False
+        self._epoch = None
+        self.fit_ended()
+
+    # -- validation and evaluate -----------------------------------------------------
+    def on_test_begin(self, logs=None):
+        """A ``test`` phase opens (validation in ``fit``, or an ``evaluate`` run)."""
+        if not self._records_test():
+            return
+        start = None
+        if self._in_fit:
+            start = self._end_train_phase()
+        else:
+            self.start_run("evaluate")
+        self._open_phase("test", self._epoch if self._in_fit else None, at=start)
+
+    def on_test_batch_end(self, batch, logs=None):
+        """One test step done."""
+        if self._records_test():
             self._step(batch)
 
-        def on_epoch_end(self, epoch, logs=None):
-            self._end_train_phase()
-
-        def on_train_end(self, logs=None):
-            self._end_train_phase()
+    def on_test_end(self, logs=None):
+        """The test phase closes (and an ``evaluate`` run with it)."""
+        if not self._records_test():
+            return
+        self.end_test_phase(self._steps)
+        if not self._in_fit:
             self.sink.run_end("completed")
-            self._in_fit = False
-            self._epoch = None
-            self.fit_ended()
 
-        # -- validation and evaluate -----------------------------------------------------
-        def on_test_begin(self, logs=None):
-            if not self._records_test():
-                return
-            start = None
-            if self._in_fit:
-                start = self._end_train_phase()
-            else:
-                self.start_run("evaluate")
-            self._open_phase("test", self._epoch if self._in_fit else None, at=start)
 
-        def on_test_batch_end(self, batch, logs=None):
-            if self._records_test():
-                self._step(batch)
-
-        def on_test_end(self, logs=None):
-            if not self._records_test():
-                return
-            self.end_test_phase(self._steps)
-            if not self._in_fit:
-                self.sink.run_end("completed")
-
-    return KerasPhaseCallback
+def _make_callback_base() -> type:
+    """``KerasPhaseCallback``: :class:`KerasPhaseLogic` on Keras' ``Callback``."""
+    keras = quiet_import("keras")
+    return type("KerasPhaseCallback", (KerasPhaseLogic, keras.callbacks.Callback),
+                {"__doc__": KerasPhaseLogic.__doc__, "__module__": __name__})
 
 
 __getattr__ = lazy_attributes(__name__, {"KerasPhaseCallback": _make_callback_base})

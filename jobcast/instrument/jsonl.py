@@ -127,6 +127,7 @@ class JsonlWriter:
         self.close()
 
     def close(self) -> None:
+        """Close the file (idempotent)."""
         if self._file is not None:
             self._file.close()
             self._file = None

@@ -32,14 +32,17 @@ class TraceRecorder:
         self._family_of: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
 
     def watch(self, registry) -> None:
+        """Sample ``registry`` too from now on."""
         with self._lock:
             self._registries.append(registry)
 
     def unwatch(self, registry) -> None:
+        """Stop sampling ``registry``."""
         with self._lock:
             self._registries.remove(registry)
 
     def sample(self, at: float | None = None) -> None:
+        """Record every watched series' value at ``at`` (default: now)."""
         with self._lock:
             at = time.time() if at is None else float(at)
             for registry in self._registries:
@@ -57,6 +60,7 @@ class TraceRecorder:
                 values.append((at, float(s.value)))
 
     def series(self) -> list[dict]:
+        """The samples as Prometheus query-API series (class doc)."""
         return [
             {"metric": {"__name__": name, **dict(labels)},
              "values": [[t, _fmt(v)] for t, v in values]}
@@ -64,6 +68,7 @@ class TraceRecorder:
         ]
 
     def openmetrics(self) -> str:
+        """The samples as OpenMetrics text (class doc)."""
         lines: list[str] = []
         by_family: dict[str, list] = {}
         for key, values in self._samples.items():

@@ -82,6 +82,7 @@ def default_token_path(store_url: str | None = None) -> Path:
 
 
 def digest(token: str) -> str:
+    """The SHA-256 hex digest of a token: all a token file keeps of it."""
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -168,6 +169,7 @@ class TokenVerifier:
         self._reload(force=True)
 
     def active_count(self) -> int:
+        """How many tokens are active (not revoked) in the file as last read."""
         return len(self._active)
 
     def _reload(self, force: bool = False) -> None:

@@ -10,8 +10,11 @@ Rules (tokens and their file: :mod:`jobcast.mlops.auth`):
   ``Connection: close`` (its body is never read).
 * **Answers.** 401 (no token, or not one well-formed bearer token; with
   ``WWW-Authenticate: Bearer``), 403 (a well-formed token that is unknown or revoked),
-  429 (too many failures from this client, with ``Retry-After``): JSON ``{"error_code",
-  "reason", "error", "message"}``, one fixed text per status, saying nothing of which part
+  429 (too many failures from this client, with ``Retry-After``): JSON with MLflow's
+  ``error_code`` and ``message``, ``problem`` in the one error shape
+  (:class:`fleet.errors.ErrorInfo`; kind ``unauthorized`` or ``rate_limited``), and the
+  deprecated ``reason`` and ``error`` (the text, kept for one release, as in
+  :mod:`jobcast.mlops.rest_app`): one fixed text per status, saying nothing of which part
   failed. The token never reaches a log.
 * **Failures per client.** Each client address (the TCP peer; ``X-Forwarded-For`` is not
   trusted) has a bucket of ``max_failures`` failed attempts that refills fully over
@@ -33,6 +36,7 @@ import math
 import os
 import time
 
+from fleet.errors import ErrorInfo
 from jobcast.mlops.auth import TokenVerifier
 from jobcast.mlops.limits import AuthLimits
 
@@ -69,6 +73,7 @@ class FailureLimiter:
         return max(1, math.ceil((1.0 - level) * self.limits.window_s / self.limits.max_failures))
 
     def fail(self, client: str) -> None:
+        """One failed attempt from ``client``: its bucket loses one."""
         now = self.clock()
         self._buckets[client] = (max(0.0, self._level(client, now) - 1.0), now)
         if len(self._buckets) > MAX_CLIENTS:
@@ -99,6 +104,7 @@ class Metrics:
             self.failures.labels(reason)
 
     def exposition(self) -> bytes:
+        """The counters in the Prometheus text format (all workers' with multiprocess)."""
         from prometheus_client import CollectorRegistry, generate_latest
 
         if not self.multiprocess:
@@ -120,6 +126,7 @@ class AuthGate:
         self.metrics = Metrics()
 
     async def __call__(self, scope, receive, send) -> None:
+        """Check the token (module rules), then answer ``/metrics`` or pass to the app."""
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             return await self.app(scope, receive, send)
         if self.verifier is not None:
@@ -153,8 +160,9 @@ class AuthGate:
 
 async def _refuse(send, status: int, extra: list[tuple[bytes, bytes]]) -> None:
     code, text = ANSWERS[status]
-    data = json.dumps({"error_code": code, "reason": "unauthorized" if status != 429
-                       else "rate_limited", "error": text, "message": text}).encode()
+    reason = "unauthorized" if status != 429 else "rate_limited"
+    data = json.dumps({"error_code": code, "reason": reason, "error": text, "message": text,
+                       "problem": ErrorInfo(kind=reason, message=text).as_dict()}).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
         (b"connection", b"close"), *extra]})

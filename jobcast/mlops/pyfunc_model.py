@@ -14,7 +14,7 @@ MLflow with a warning; the REST server (``jobcast serve``) refuses them.
 
 Output: one row per job with ``seconds, low, high, unit, route, model, extrapolated, error``.
 ``route`` is ``end-to-end`` (the network x deployment has history), ``layerwise-calibrated``
-(no history, but observed runs give a scale factor: see ``models.calibration``) or
+(no history, but observed runs give a scale factor: see ``models.scale_calibration``) or
 ``layerwise``; ``model`` is the id of the model that answered. One exception to "history
 wins" (decided in ``jobcast.service.forecaster.Forecaster``): an end-to-end model fitted on
 fewer than ``MIN_E2E_RUNS`` runs, asked about a batch size its runs did not use, gives way to the
@@ -26,7 +26,12 @@ Errors: a table that does not match the signature (a required column missing, a 
 refused by MLflow with HTTP 400. A row that cannot be forecast (negative batch, unknown device
 or network, no iterations, ...) makes the whole request fail with HTTP 400 and a message listing
 every bad row, unless the request sends ``params: {"errors": "row"}``: then the answer is 200
-with the reason in that row's ``error`` column.
+with the reason in that row's ``error`` column (a string: the signature's). A row's error is
+a :class:`fleet.errors.JobcastError`'s message (a bad value, no route answered); any other
+exception while forecasting a row is a bug in jobcast and its row says so (``internal error
+(a bug in jobcast, please report it): <Type>: <message>``, logged too). One
+row never ends the table. :meth:`JobcastForecaster.answer_rows` gives each row's problem in
+the one error shape too (:class:`fleet.errors.ErrorInfo`; the REST server's ``errors``).
 
 Artifacts of the logged model: ``e2e_models`` (JSON snapshot of the fitted end-to-end models),
 ``calibration`` (JSON scale factors), ``layer_predictor`` (the predictor's folder, when one is
@@ -40,14 +45,16 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import math
+import os
 import shutil
 import tempfile
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import mlflow
 import pandas as pd
@@ -55,20 +62,23 @@ from mlflow.models import ModelSignature
 from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
 from mlflow.types.schema import AnyType
 
+from fleet.errors import ErrorInfo, JobcastError, bug_info, error_info
+from jobcast.mlops.errors import MlopsError
 from jobcast.service.forecast import ForecastFailure, Outcome
 from jobcast.service.forecaster import Forecaster
 from jobcast.service.request import FIELDS, Field, JobRequest
 from jobcast.service.routes import LAYERWISE_MODEL
 from layerwise.shipped import load_predictor
-from models.calibration import ScaleCalibrator
 from models.e2e import FittedModel
 from models.history import from_records
+from models.scale_calibration import ScaleCalibrator
 from models.selector import BacktestSelector
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CODE_PACKAGES = ("jobcast", "ingest", "models", "layerwise", "fleet")
 # The shipped predictor travels as an artifact, not twice.
 _CODE_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "default_predictor", ".*")
+_LOG = logging.getLogger(__name__)
 
 
 
@@ -187,12 +197,20 @@ def output_row(outcome: Outcome) -> dict:
     }
 
 
+class NoLayerPredictor(MlopsError, LookupError):
+    """The forecaster was registered without a layerwise predictor: a job without history
+    cannot be forecast (an ordinary miss of that row, not a bug)."""
+
+    kind: ClassVar[str] = "no_forecast"
+
+
 class _NoPredictor:
     """Stands in when no layer predictor was packaged: layerwise rows get a clear error."""
 
     @property
     def known_layers(self):
-        raise LookupError(
+        """Never known: raises :class:`NoLayerPredictor`."""
+        raise NoLayerPredictor(
             "this forecaster was registered without a layerwise predictor, so "
             "jobs without end-to-end history cannot be forecast"
         )
@@ -217,6 +235,7 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
         self.cache_size = cache_size
 
     def load_context(self, context) -> None:
+        """Read the artifacts (models, history, selector, calibration, predictor)."""
         artifacts = context.artifacts
         with open(artifacts[ARTIFACT_MODELS], encoding="utf-8") as handle:
             snapshot = json.load(handle)
@@ -243,23 +262,37 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
             models=models, layer_predictor=predictor, calibration=calibration,
             history=getattr(self, "history", None), selector=getattr(self, "selector", None))
         self._models_by_id = {m.model_id: m for m in models}
-        self._cache: OrderedDict[JobRequest, Outcome] = OrderedDict()
+        self._cache: OrderedDict[JobRequest, tuple[Outcome, ErrorInfo | None]] = \
+            OrderedDict()
 
     def forecast(self, req: JobRequest) -> Outcome:
         """One job's forecast (cached), calibrated when the layerwise route has a factor."""
+        return self._answer(req)[0]
+
+    def _answer(self, req: JobRequest) -> tuple[Outcome, ErrorInfo | None]:
+        """One job's outcome and, when it failed, its problem (module doc, "Errors"): a
+        :class:`JobcastError` is the row's own error; any other exception is a bug, said so
+        in the row and logged in one line (with its traceback when ``JOBCAST_DEBUG=1``),
+        never cached, and never ends the table."""
         if req in self._cache:
             self._cache.move_to_end(req)
             return self._cache[req]
         try:
             result = self._name_layerwise(self.forecaster.forecast(req))
-        except Exception as exc:  # noqa: BLE001 - one job's failure must not end the request
-            result = ForecastFailure(
-                req, f"cannot forecast this job: {type(exc).__name__}: {exc}"
-            )
-        self._cache[req] = result
+        except JobcastError as exc:
+            answer: tuple[Outcome, ErrorInfo | None] = (ForecastFailure(req, str(exc)),
+                                                        exc.info())
+        except Exception as exc:  # noqa: BLE001 - one job's bug must not end the request
+            info = bug_info(exc)
+            _LOG.error("%s (forecasting %s)", info.message, req,
+                       exc_info=os.environ.get("JOBCAST_DEBUG") == "1")
+            return ForecastFailure(req, info.message), info
+        else:
+            answer = (result, None if result.ok else failure_info(result))
+        self._cache[req] = answer
         if len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
-        return result
+        return answer
 
     def _name_layerwise(self, outcome: Outcome) -> Outcome:
         """Name the packaged predictor by its content hash instead of ``layerwise/default``."""
@@ -269,17 +302,18 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
         return outcome
 
     def predict(self, context, model_input, params=None):
+        """MLflow's door: a table of jobs in, the answer table out (module doc, "Errors")."""
         mode = str((params or {}).get("errors") or "raise")
         if mode not in ERROR_MODES:
             raise mlflow.exceptions.MlflowException.invalid_parameter_value(
                 f"params.errors must be one of {', '.join(ERROR_MODES)}, got {mode!r}"
             )
         frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
-        requests: list[JobRequest | ValueError] = []
+        requests: list[JobRequest | Exception] = []
         for record in frame.to_dict(orient="records"):
             try:
                 requests.append(request_from_row(record))
-            except ValueError as exc:
+            except Exception as exc:  # noqa: BLE001 - the row's error (a bug says so)
                 requests.append(exc)
         rows = self.forecast_rows(requests)
         bad = [(i, r["error"]) for i, r in enumerate(rows) if r["error"] is not None]
@@ -293,13 +327,37 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
         """Answer rows for parsed requests (an exception stands for a row that did not
         parse). ``stop(i)`` runs before row ``i`` and may raise to abandon the rest: the
         server's deadline and shutdown, checked between rows."""
-        rows = []
+        return [row for row, _ in self.answer_rows(requests, stop)]
+
+    def answer_rows(self, requests: Sequence[JobRequest | Exception],
+                    stop: Callable[[int], None] | None = None
+                    ) -> list[tuple[dict, ErrorInfo | None]]:
+        """:meth:`forecast_rows`, each row with its problem in the one error shape
+        (:class:`fleet.errors.ErrorInfo`; None for an answer): the REST server's ``errors``."""
+        answers: list[tuple[dict, ErrorInfo | None]] = []
         for i, req in enumerate(requests):
             if stop is not None:
                 stop(i)
-            rows.append(error_row(str(req)) if isinstance(req, Exception)
-                        else output_row(self.forecast(req)))
-        return rows
+            if isinstance(req, Exception):
+                refused = error_info(req)
+                answers.append((error_row(refused.message), refused))
+                continue
+            outcome, info = self._answer(req)
+            row = output_row(outcome)
+            if row["error"] is not None and info is None:  # an answer output_row refused
+                info = ErrorInfo(kind="no_forecast", message=row["error"])
+            answers.append((row, info))
+        return answers
+
+
+def failure_info(failure: Any) -> ErrorInfo:
+    """The problem of a :class:`ForecastFailure`: its own (``problem``, or ``info``) where it
+    has one, else kind ``no_forecast`` with its reason."""
+    for name in ("problem", "info"):
+        own = getattr(failure, name, None)
+        if isinstance(own, ErrorInfo):
+            return own
+    return ErrorInfo(kind="no_forecast", message=str(failure.error))
 
 
 def refusal_message(bad: list[tuple[int, str]], total: int) -> str:

@@ -29,14 +29,12 @@ from jobcast.mlops.errors import MlopsError
 from jobcast.mlops.pyfunc_model import directory_fingerprint, log_forecaster
 from jobcast.mlops.serving import model_uri_of
 from jobcast.mlops.tracking import data_fingerprint, resolve_tracking_uri, tracking
-from jobcast.service.calibration import fit_calibration
 from jobcast.service.forecaster import HISTORY_ARTIFACT, SELECTOR_ARTIFACT
+from jobcast.service.scale_calibration import fit_calibration
 from layerwise.shipped import load_predictor
-from models.calibration import (
-    ScaleCalibrator,
-)
 from models.e2e import load_models
 from models.history import run_table, to_records
+from models.scale_calibration import ScaleCalibrator
 
 DEFAULT_NAME = "jobcast-forecaster"
 DEFAULT_ALIAS = "champion"
@@ -66,6 +64,7 @@ class Registration:
     calibration_skipped: list[str]
 
     def as_dict(self) -> dict:
+        """The registration as JSON (every field)."""
         return asdict(self)
 
 

@@ -22,10 +22,15 @@ Rules (the processes around it: :mod:`jobcast.mlops.serving`):
   names). JSON must be strict: ``NaN``/``Infinity`` are refused, and so is nesting deeper than
   Python parses.
 * **Answers.** 200 ``{"predictions": [...]}`` (the pyfunc output columns). Anything else is
-  JSON ``{"error", "row", "field", "reason", "message", "error_code"}`` (``row`` counts from
-  0; ``errors`` lists up to 20 bad rows); a bug is logged and answered 500 without a
-  traceback. ``GET /ping`` and ``/health``: 200; ``/ready``: what was loaded, how long it took,
-  the limits; ``/version``: versions and the model URI.
+  JSON with MLflow's ``error_code`` and ``message`` (every bad row), ``problem``: the first
+  problem in the one error shape (:class:`fleet.errors.ErrorInfo`: ``kind``, ``message``,
+  ``file``, ``line``, ``field``, ``row``; ``row`` counts from 0), and ``errors``: up to 20
+  bad rows, each in that shape plus its ``error`` text. Deprecated, kept for one release:
+  the top-level ``error`` (the first problem's text), ``reason`` (the refusal in a word),
+  ``row`` and ``field``; ``error`` stays a string because clients read it as one. A bug is
+  logged and answered 500 (``problem.kind`` ``bug``) without a traceback. ``GET /ping``
+  and ``/health``: 200; ``/ready``: what was loaded, how long it took, the limits;
+  ``/version``: versions and the model URI.
 """
 
 from __future__ import annotations
@@ -38,9 +43,10 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from fleet.errors import BUG_KIND, ErrorInfo
 from jobcast.mlops.limits import ServeLimits
 
 DRAIN_BYTES = 64 * 1024 * 1024  # read and drop at most this much of a refused body
@@ -63,28 +69,41 @@ class ServedModel:
     warm_rows: int
 
     def info(self) -> dict:
+        """What ``GET /ready`` says of the model: its URI and load and warm-up times."""
         return {"model_uri": self.model_uri, "load_s": self.load_s, "warm_s": self.warm_s,
                 "warm_rows": self.warm_rows}
 
 
 class _Refusal(Exception):
-    """An answer other than 200: status, message, and where in the table."""
+    """An answer other than 200: status, message, and where in the table (module rules).
+    ``problem`` is the first problem in the one error shape (default: ``reason`` as its kind,
+    ``error`` as its message); ``errors`` are the bad rows, each already in that shape."""
 
     def __init__(self, status: int, reason: str, message: str, *, row: int | None = None,
                  field: str | None = None, errors: list[dict] | None = None,
-                 error: str | None = None):
+                 error: str | None = None, problem: ErrorInfo | None = None):
         super().__init__(message)
         self.status, self.reason, self.row, self.field = status, reason, row, field
         self.errors, self.error = errors, error or message
+        self.problem = problem or ErrorInfo(kind=reason, message=self.error, row=row,
+                                            field=field)
 
     def body(self) -> dict:
-        """``error``: the first problem (of row ``row``, column ``field``); ``message``: all."""
-        out = {"error_code": STATUS.get(self.status, "BAD_REQUEST"), "reason": self.reason,
+        """``problem``: the first problem (of row ``row``, column ``field``); ``message``: all;
+        ``error``, ``reason``, ``row``, ``field``: the deprecated flat keys."""
+        out: dict[str, Any] = {
+               "error_code": STATUS.get(self.status, "BAD_REQUEST"), "reason": self.reason,
                "error": self.error, "row": self.row, "field": self.field,
-               "message": str(self)}
+               "message": str(self), "problem": self.problem.as_dict()}
         if self.errors:
             out["errors"] = self.errors[:MAX_ERRORS_LISTED]
         return out
+
+
+def row_problem(info: ErrorInfo, row: int | None) -> dict:
+    """One entry of ``errors``: the row's problem in the one shape, ``row`` set, plus its
+    ``error`` text (the entry's deprecated key, as before)."""
+    return {**replace(info, row=row).as_dict(), "error": info.message}
 
 
 class _ForecastThread:
@@ -119,6 +138,17 @@ def _settle(future: asyncio.Future, result: Any, error: BaseException | None) ->
         future.set_exception(error)
     else:
         future.set_result(result)
+
+
+def _request_reason(error: Exception) -> str:
+    """The refusal of a table whose first bad row is ``error``: ``unknown_column`` or
+    ``invalid_row``, read from what the ``JobRequestError`` says is wrong in a word (its
+    ``problem``: ``unknown_column`` or ``invalid_value``); only an error that does not say
+    it is told by its message."""
+    word = getattr(error, "problem", None)
+    if not isinstance(word, str):
+        word = "unknown_column" if str(error).startswith("unknown column") else "invalid_value"
+    return "unknown_column" if word == "unknown_column" else "invalid_row"
 
 
 def _loads(body: bytes) -> Any:
@@ -213,6 +243,7 @@ class RestApp:
         self.waiting = 0
 
     async def __call__(self, scope, receive, send) -> None:
+        """Answer one ASGI request (module rules); every refusal is JSON, a bug a 500."""
         if scope["type"] == "lifespan":
             while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
@@ -238,8 +269,10 @@ class RestApp:
             await _respond(send, refusal.status, refusal.body(), close=close)
         except Exception as exc:  # noqa: BLE001 - a bug: logged here, never sent
             traceback.print_exc()
-            await _respond(send, 500, _Refusal(500, "internal", "internal error "
-                           f"({type(exc).__name__}); the server log has the details").body())
+            text = (f"internal error (a bug in jobcast, please report it): "
+                    f"{type(exc).__name__}; the server log has the details")
+            await _respond(send, 500, _Refusal(500, "internal", text, problem=ErrorInfo(
+                kind=BUG_KIND, message=text)).body())
 
     def _about(self, path: str) -> Any:
         if path in ("/ping", "/health"):
@@ -268,20 +301,23 @@ class RestApp:
                                 min(deadline, time.monotonic() + self.limits.body_timeout_s))
         records, mode = table_records(_loads(body), self.limits.max_rows)
         requests = requests_from_rows(records)
-        errors = [r.as_dict() for r in requests if isinstance(r, JobRequestError)]
-        if errors and mode == "raise":
-            first = errors[0]
-            bad = [(e["row"], e["error"]) for e in errors]
-            reason = "unknown_column" if first["error"].startswith("unknown column") \
-                else "invalid_row"
-            raise _Refusal(400, reason, refusal_message(bad, len(requests)), row=first["row"],
-                           field=first["field"], errors=errors, error=first["error"])
-        rows = await self._forecast(requests, deadline)
-        bad = [(i, r["error"]) for i, r in enumerate(rows) if r["error"] is not None]
-        if bad and mode == "raise":
-            raise _Refusal(400, "cannot_forecast", refusal_message(bad, len(rows)),
-                           row=bad[0][0], error=bad[0][1],
-                           errors=[{"error": e, "row": i, "field": None} for i, e in bad])
+        refused = [r for r in requests if isinstance(r, JobRequestError)]
+        if refused and mode == "raise":
+            first = refused[0]
+            errors = [row_problem(e.info(), e.row) for e in refused]
+            bad = [(e["row"], e["message"]) for e in errors]
+            raise _Refusal(400, _request_reason(first), refusal_message(bad, len(requests)),
+                           row=first.row, field=first.field, errors=errors, error=str(first),
+                           problem=first.info())
+        answers = await self._forecast(requests, deadline)
+        rows = [row for row, _ in answers]
+        failed = [(i, info) for i, (_, info) in enumerate(answers) if info is not None]
+        if failed and mode == "raise":
+            (at, info), errors = failed[0], [row_problem(e, i) for i, e in failed]
+            raise _Refusal(400, "cannot_forecast",
+                           refusal_message([(i, e.message) for i, e in failed], len(rows)),
+                           row=at, error=info.message, errors=errors,
+                           problem=replace(info, row=at))
         return {"predictions": rows}
 
     async def _body(self, headers: dict, receive, deadline: float) -> bytes:
@@ -309,7 +345,8 @@ class RestApp:
             if not message.get("more_body"):
                 return b"".join(chunks)
 
-    async def _forecast(self, requests: list, deadline: float) -> list[dict]:
+    async def _forecast(self, requests: list, deadline: float
+                        ) -> list[tuple[dict, ErrorInfo | None]]:
         if self.stopping.is_set():
             raise _Refusal(503, "stopping", "the server is shutting down")
         if self.waiting >= self.limits.max_waiting:
@@ -328,10 +365,25 @@ class RestApp:
 
         self.waiting += 1
         try:
-            return await self._thread.submit(self.served.python_model.forecast_rows, requests,
+            return await self._thread.submit(_answer_rows(self.served.python_model), requests,
                                              stop)
         finally:
             self.waiting -= 1
+
+
+def _answer_rows(model: Any) -> Callable:
+    """The model's ``answer_rows`` (each answer row with its problem in the one error shape,
+    or None); for a model without it, its ``forecast_rows`` with each row's ``error`` text as
+    a ``no_forecast`` problem."""
+    if hasattr(model, "answer_rows"):
+        return model.answer_rows
+
+    def answers(requests: list, stop: Callable[[int], None]) -> list[tuple[dict, Any]]:
+        rows = model.forecast_rows(requests, stop)
+        return [(r, None if r["error"] is None else ErrorInfo("no_forecast", str(r["error"])))
+                for r in rows]
+
+    return answers
 
 
 async def _respond(send, status: int, body: Any, close: bool = False) -> None:

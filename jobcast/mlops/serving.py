@@ -96,6 +96,7 @@ def pinned_model_uri(model_uri: str, tracking_uri: str) -> str:
 
 
 def port_is_free(host: str, port: int) -> bool:
+    """Whether a TCP socket can bind ``host:port`` now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind((host, port))
@@ -115,6 +116,7 @@ class Exposure:
 
     @property
     def scheme(self) -> str:
+        """``https`` with a TLS certificate, else ``http``."""
         return "https" if self.tls_cert else "http"
 
 
@@ -197,14 +199,22 @@ def serve_argv(model_uri: str, port: int, host: str = "127.0.0.1", timeout: floa
 # -- the worker: load, warm, serve --------------------------------------------------------
 
 
+class NotServed(MlopsError, ModuleNotFoundError):
+    """A job the server does not forecast because it would load TensorFlow or Keras (module
+    rules): that row's ordinary error, not a bug."""
+
+    kind: ClassVar[str] = "not_served"
+
+
 class _NoTensorFlow(importlib.abc.MetaPathFinder):
     """Refuses TensorFlow and Keras in a worker (module rules)."""
 
-    def find_spec(self, name, path=None, target=None):  # noqa: ARG002 - finder protocol
+    def find_spec(self, name, path=None, target=None):  # finder protocol
+        """No spec for the blocked modules: :class:`NotServed` says which networks are."""
         if name.split(".")[0] in BLOCKED_MODULES:
             from layerwise.zoo import known_networks
 
-            raise ModuleNotFoundError(
+            raise NotServed(
                 f"jobcast serve does not load {name.split('.')[0]}: its layerwise forecasts "
                 f"cover the shipped networks ({', '.join(sorted(known_networks()))}) at their "
                 "own image size; forecast others with `jobcast predict`", name=name)

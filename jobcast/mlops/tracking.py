@@ -140,6 +140,7 @@ def data_fingerprint(store) -> str:
 
 
 def fingerprint_hashes(hashes: Iterable[str]) -> str:
+    """One SHA-256 over a set of hashes (order does not matter)."""
     digest = hashlib.sha256()
     for h in sorted(hashes):
         digest.update(h.encode("ascii") + b"\n")

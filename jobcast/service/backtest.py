@@ -21,17 +21,23 @@ Rules (:func:`backtest`):
   ``ln(actual / seconds)``; plus ``fold``, ``target_system``, ``ask`` and ``target_run``.
 * Bounded: at most ``max_systems`` systems a fold (every one by default), chosen
   deterministically (sorted names, evenly spaced), so a fit on a huge store stays quick.
+* **Misses and bugs.** An ask no route can answer (a :class:`fleet.errors.JobcastError`)
+  gives no rows. Any other exception is a bug in jobcast, never an ordinary miss: it
+  propagates, or, when the caller passes a ``bugs`` list, it is recorded there in the one
+  error shape (:func:`fleet.errors.bug_info`), warned about, and the ask gives no rows.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from fleet.errors import ErrorInfo, JobcastError, bug_info
 from jobcast.service.forecaster import Forecaster
 from jobcast.service.request import JobRequest
 from models.e2e import fit_report
@@ -82,9 +88,10 @@ def _actual(run: pd.Series, phase: str) -> float:
 def backtest(points: pd.DataFrame, history: pd.DataFrame, *, folds: Sequence[int] = FOLDS,
              max_targets: int = MAX_TARGETS, max_systems: int | None = None,
              layer_predictor: Any = None, calibration: Any = None,
-             progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+             progress: Callable[[int, int], None] | None = None,
+             bugs: list[ErrorInfo] | None = None) -> pd.DataFrame:
     """Every candidate's backtest error (module rules); an empty frame when no system has two
-    runs."""
+    runs. ``bugs``: where a bug in an ask is recorded instead of raised (module rules)."""
     systems = ordered_systems(history)
     names = _pick(sorted(s for s, g in systems.items() if len(g) >= 2), max_systems)
     unnamed = set(history.loc[history["system"] == "", "run_id"])
@@ -105,21 +112,22 @@ def backtest(points: pd.DataFrame, history: pd.DataFrame, *, folds: Sequence[int
                         calibration=calibration, prior=False)
         for system in fold_systems:
             for _, run in systems[system].iloc[k:k + max_targets].iterrows():
-                rows += _rows(fc, run, k)
+                rows += _rows(fc, run, k, bugs)
             done += 1
             if progress is not None:
                 progress(done, total)
     return pd.DataFrame(rows)
 
 
-def _rows(fc: Forecaster, run: pd.Series, fold: int) -> list[dict]:
+def _rows(fc: Forecaster, run: pd.Series, fold: int,
+          bugs: list[ErrorInfo] | None = None) -> list[dict]:
     out = []
     for label, fields in asks(run):
         req = JobRequest.from_mapping(fields)
         actual = _actual(run, req.phase)
         if not actual > 0:
             continue
-        _, judged, _ = _candidates(fc, req, run["start_time"])
+        _, judged, _ = _candidates(fc, req, run["start_time"], bugs)
         for cand, _ in judged:
             f = cand.forecast
             out.append({**cand.relation.as_dict(), "scale": cand.scale, "seconds": f.seconds,
@@ -131,12 +139,22 @@ def _rows(fc: Forecaster, run: pd.Series, fold: int) -> list[dict]:
     return out
 
 
-def _candidates(fc: Forecaster, req: JobRequest, now: float):
+def _candidates(fc: Forecaster, req: JobRequest, now: float,
+                bugs: list[ErrorInfo] | None = None):
     """Every candidate of ``req`` as if asked when the target run started (``now``; NaN for
-    an undated run: its history's age is unknown)."""
+    an undated run: its history's age is unknown); none for a miss, and for a bug when
+    ``bugs`` records it (module rules)."""
     try:
         return fc.candidates(req, exhaustive=True, now=now if math.isfinite(now) else 0.0)
-    except (LookupError, ValueError):
+    except JobcastError:
+        return None, [], []
+    except Exception as exc:
+        if bugs is None:
+            raise
+        info = bug_info(exc)
+        bugs.append(info)
+        warnings.warn(f"backtest of {req.network} on {req.deployment}: {info.message}",
+                      RuntimeWarning, stacklevel=2)
         return None, [], []
 
 

@@ -1,16 +1,19 @@
-"""The hybrid's batch-shape calibrator (``jobcast.service.hybrid`` rules): the layerwise step
-shape scaled to a key's history. Its own module so that a forecast that never fits it imports
-neither scikit-learn nor SciPy."""
+"""The hybrid's batch-shape fit (``jobcast.service.hybrid`` rules): the layerwise step shape
+scaled to a key's history. Its own module so that a forecast that never fits it imports
+neither scikit-learn nor SciPy. :class:`BatchShapeFit` was ``BatchShapeCalibrator`` (still an
+alias for one release; "calibration" in jobcast means the layerwise scale calibration)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 from sklearn.base import BaseEstimator
+
+from jobcast.service.errors import ServiceError
 
 # The ``split`` mode needs batch sizes spanning at least this factor (closer ones cannot tell a
 # per-step from a per-sample scale). It is not the default: from two batch sizes it fits both
@@ -25,13 +28,19 @@ SHAPE_RATE_90 = 0.51
 HISTORY_FLOOR = 0.02  # the history's relative half-width is never below 2 %
 
 
+class BatchShapeError(ServiceError, ValueError):
+    """History and layerwise steps the batch-shape fit cannot use (a miss of the hybrid)."""
+
+    kind: ClassVar[str] = "batch_shape"
+
+
 def _rms(resid: np.ndarray, n_params: int) -> float:
     """Root mean square of log residuals over their degrees of freedom (0 without any)."""
     dof = len(resid) - n_params
     return float(np.sqrt(np.sum(np.asarray(resid) ** 2) / dof)) if dof > 0 else 0.0
 
 
-class BatchShapeCalibrator(BaseEstimator):
+class BatchShapeFit(BaseEstimator):
     """The layerwise step shape calibrated on history (see the module rules).
 
     ``fit(X, y)``: X has ``batch_size``, ``overhead_s`` (O), ``variable_s`` (V), ``runs`` and
@@ -51,7 +60,9 @@ class BatchShapeCalibrator(BaseEstimator):
         self.history_floor = history_floor
         self.coverage = coverage
 
-    def fit(self, X: pd.DataFrame, y: Any) -> BatchShapeCalibrator:
+    def fit(self, X: pd.DataFrame, y: Any) -> BatchShapeFit:
+        """Fit the history's ratio to the layerwise step (and, in ``split`` mode, the per-step
+        and per-sample scales); :class:`BatchShapeError` for unusable rows."""
         if self.mode not in ("ratio", "split"):
             raise ValueError(f"mode must be ratio or split, got {self.mode!r}")
         order = np.argsort(X["batch_size"].to_numpy(float), kind="stable")
@@ -63,8 +74,8 @@ class BatchShapeCalibrator(BaseEstimator):
         if len(y) == 0 or not np.all(np.isfinite([*b, *o, *v, *y])) or np.any(y <= 0) \
                 or np.any(b <= 0) or np.any(v <= 0) or np.any(o < 0) \
                 or len(np.unique(b)) != len(b):
-            raise ValueError("the hybrid needs one positive, finite history and layerwise step "
-                             "per distinct batch size")
+            raise BatchShapeError("the hybrid needs one positive, finite history and "
+                                  "layerwise step per distinct batch size")
         self.batch_sizes_ = tuple(int(x) for x in b)
         self.log_ratios_ = tuple(float(r) for r in np.log(y / (o + v)))
         self.mode_, self.alpha_, self.gamma_, self.fit_log_rms_ = "ratio", math.nan, math.nan, 0.0
@@ -100,6 +111,7 @@ class BatchShapeCalibrator(BaseEstimator):
                          np.log(np.asarray(self.batch_sizes_, float)), self.log_ratios_)
 
     def predict_interval(self, X: pd.DataFrame) -> pd.DataFrame:
+        """Seconds per step with its 90 % interval at each row's batch size (class doc)."""
         b = X["batch_size"].to_numpy(float)
         o, v = X["overhead_s"].to_numpy(float), X["variable_s"].to_numpy(float)
         if self.mode_ == "split":
@@ -126,3 +138,6 @@ class BatchShapeCalibrator(BaseEstimator):
                 "shape_rate": self.shape_rate_, "observed_shape_rate": self.observed_shape_rate_,
                 "history_log_half_width": self.history_log_half_,
                 "fit_log_rms": self.fit_log_rms_}
+
+
+BatchShapeCalibrator = BatchShapeFit  # deprecated name, for one release

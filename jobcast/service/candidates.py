@@ -21,21 +21,25 @@ Rules
   A candidate without runs behind it (layerwise) forecasts training only and says so. The
   evaluations a request gives (``eval_every`` and ``eval_size``) are priced once, after the
   choice, for every route alike (``jobcast.service.job_answer``).
-* Names: the candidate kinds are :data:`KINDS`, in the registry's order; the fallback
-  expected errors (:data:`FALLBACK_ERROR`) rank kinds when no backtest knows them.
+* Names: the candidate kinds and their fallback expected errors (the rank of a kind no
+  backtest knows) come from the route registry (``jobcast.service.route_registry``:
+  ``kinds()``, ``fallback_errors()``, ``history_kinds()``; the old ``KINDS``,
+  ``FALLBACK_ERROR`` and ``HISTORY_KINDS`` still read them).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fleet.deployment import Deployment, family_matches, normalise_deployment
-from jobcast.service.forecast import Forecast, Route
-from jobcast.service.request import JobRequest
+from fleet.errors import JobcastError
+from jobcast.service.forecast import Forecast
+from jobcast.service.request import JobRequest, JobRequestError
+from jobcast.service.route_registry import fallback_errors, history_kinds, kinds
 from models.job import JobPlan
 from models.relation import Relation, age_bucket, devices_bucket
 from models.variant import request_variant
@@ -43,32 +47,34 @@ from models.variant import request_variant
 if TYPE_CHECKING:
     import pandas as pd
 
-# Candidate kinds, in the registry's order (ties go to the earlier).
-KINDS: tuple[str, ...] = ("own-rate", "own-model", "whole-job", "fleet-rate", "pooled-model",
-                          "hybrid", "scaled-count", "layerwise-calibrated", "layerwise")
-# Expected |log error| of a kind no backtest cell knows (a rank, not a promise); history at
-# another batch size than asked ranks below the hybrid and calibrated layerwise answers that
-# know how time scales with the batch (docs/batch-hybrid.md): :func:`fallback_error`.
-FALLBACK_ERROR: dict[str, float] = {
-    "own-rate": 0.01, "own-model": 0.012, "whole-job": 0.03, "fleet-rate": 0.04,
-    "pooled-model": 0.05,
-    "hybrid": 0.12, "scaled-count": 0.15, "layerwise-calibrated": 0.2, "layerwise": 0.3}
-OFF_BATCH_ERROR = 0.25
-# Kinds answered by this job's own runs (whole-job: batch always ``same``, so its fallback
-# rank is unchanged by being here).
-HISTORY_KINDS = ("own-rate", "own-model", "whole-job", "fleet-rate", "pooled-model")
+OFF_BATCH_ERROR = 0.25  # history at another batch size than asked (its fallback rank)
+_DEPRECATED: dict[str, Callable[[], Any]] = {
+    "KINDS": kinds, "FALLBACK_ERROR": fallback_errors, "HISTORY_KINDS": history_kinds}
+
+
+def __getattr__(name: str) -> Any:
+    """``KINDS``, ``FALLBACK_ERROR`` and ``HISTORY_KINDS``: deprecated names for the route
+    registry's :func:`~jobcast.service.route_registry.kinds`, ``fallback_errors`` and
+    ``history_kinds`` (read live, so a registered route is in them)."""
+    if name in _DEPRECATED:
+        found = _DEPRECATED[name]()
+        return tuple(sorted(found)) if isinstance(found, frozenset) else found
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 ONE_RUN_RATE_PENALTY = 0.02  # a rate read off a single run ranks below a model shrunk by evidence
+UNKNOWN_KIND_ERROR = 1.0  # the fallback rank of a kind no registered route gives
 
 
 def fallback_error(relation: Relation) -> float:
-    """The fallback rank of a candidate (see :data:`FALLBACK_ERROR`)."""
-    if relation.kind in HISTORY_KINDS and relation.batch == "other":
+    """The fallback rank of a candidate: its kind's registered fallback error
+    (:func:`jobcast.service.route_registry.fallback_errors`), :data:`OFF_BATCH_ERROR` for a
+    history kind at another batch size, a little more for a rate read off one run."""
+    if relation.kind in history_kinds() and relation.batch == "other":
         return OFF_BATCH_ERROR
     extra = ONE_RUN_RATE_PENALTY if relation.kind.endswith("-rate") and relation.runs == "1" \
         else 0.0
-    return FALLBACK_ERROR.get(relation.kind, 1.0) + extra
+    return fallback_errors().get(relation.kind, UNKNOWN_KIND_ERROR) + extra
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,8 @@ class Ask:
 
     @classmethod
     def of(cls, req: JobRequest, stored_keys: Iterable[str], now: float | None = None) -> Ask:
+        """The request resolved against the stored deployment keys, asked at ``now`` (unix s,
+        default the clock)."""
         target = req.phase
         phase = "test" if target == "test" else "train"
         deployment = normalise_deployment(req.deployment) if req.deployment else None
@@ -103,7 +111,7 @@ class Ask:
             return devices_bucket(1)
         try:
             return devices_bucket(Deployment.parse(self.req.deployment).count)
-        except ValueError:
+        except JobcastError:
             return devices_bucket(1)
 
     def age(self, newest: float | None) -> str:
@@ -112,6 +120,7 @@ class Ask:
 
     @property
     def key_names(self) -> tuple[str, ...]:
+        """The stored keys that answer the request, exact first."""
         return tuple(k for k, _ in self.keys)
 
     def how(self, key: str) -> str:
@@ -119,6 +128,7 @@ class Ask:
         return dict(self.keys).get(key, "exact")
 
     def gpu_relation(self, key: str) -> str:
+        """The ``gpu`` relation of history at ``key``: ``exact`` or ``family``."""
         return "exact" if self.how(key) == "exact" else "family"
 
 
@@ -127,12 +137,14 @@ def matching_keys(asked: str, stored: Iterable[str]) -> list[tuple[str, str]]:
     the same count (:func:`fleet.deployment.family_matches`), with how each matched."""
     try:
         return [(m.key, m.how) for m in family_matches(asked, stored)]
-    except ValueError:
+    except JobcastError:
         return []
 
 
 def job_plan(req: JobRequest) -> JobPlan:
     """The request as a plan (the one definition of the steps a job implies: ``JobPlan``)."""
+    if req.batch_size is None:
+        raise JobRequestError("batch_size is missing", field="batch_size")
     return JobPlan(network=req.network, deployment=req.deployment or "",
                    batch_size=req.batch_size, epochs=req.epochs, dataset_size=req.dataset_size,
                    eval_every=req.eval_every, eval_size=req.eval_size)
@@ -163,6 +175,7 @@ class Candidate:
 
     @property
     def kind(self) -> str:
+        """The candidate's kind (its relation's)."""
         return self.relation.kind
 
 
@@ -171,11 +184,21 @@ class Proposer(Protocol):
     the candidate kinds it can give; a ``costly`` route (one that prices layers) is skipped
     when none of its kinds can beat what the forecaster already has."""
 
-    name: Route
-    kinds: tuple[str, ...]
-    costly: bool
+    @property
+    def name(self) -> str:
+        """The value its forecasts carry as ``route``."""
 
-    def propose(self, ask: Ask) -> list[Candidate]: ...
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The candidate kinds it can give."""
+
+    @property
+    def costly(self) -> bool:
+        """Whether it prices layers (skipped when it cannot win)."""
+
+    def propose(self, ask: Ask) -> list[Candidate]:
+        """Zero or more candidate answers to ``ask``; a :class:`fleet.errors.JobcastError`
+        says why there is none (any other exception is a bug)."""
 
 
 def own_scale(seconds: float, low: float, high: float) -> float:

@@ -177,7 +177,7 @@ def _store_state(url: str) -> dict[str, Any]:
             status = state(engine).status
         finally:
             engine.dispose()
-    except Exception as exc:  # unreachable server, unreadable file, other revision
+    except Exception as exc:  # noqa: BLE001 - unreachable server, unreadable file, other revision
         reason = getattr(exc, "orig", None) or exc
         return {"store_exists": None, "store_status": "cannot read: " + " ".join(
             hide_password(str(reason)).split())}

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
+from fleet.errors import JobcastError, bug_info
 from ingest.whole_job import WholeJobRun, deployment_identity, whole_job_runs
 from jobcast.service.errors import ServiceError
 from models.whole_job import WholeJobMiss, whole_job_candidate
@@ -47,9 +48,15 @@ DEFAULT_THRESHOLD = 0.2
 
 
 class CheckError(ServiceError, ValueError):
-    """The job cannot be checked as asked; the message says what is missing."""
+    """The job cannot be checked as asked; the message says what is missing, and ``file``
+    and ``line`` where a file is at fault."""
 
     kind: ClassVar[str] = "check"
+
+    def __init__(self, message: str, *, file: object = None, line: int | None = None):
+        super().__init__(message)
+        self.file = None if file is None else str(file)
+        self.line = line
 
 
 @dataclass
@@ -246,12 +253,15 @@ def _forecast(forecaster, obs: Observed, notes: list[str]) -> dict | None:
                          phase="train",
                          stack=obs.framework)
         result = forecaster.forecast(req, refuse_unfit=False)  # the job ran: it fits
-    except Exception as exc:  # noqa: BLE001 - any route failure: fall back to the history
-        notes.append(f"no forecast ({type(exc).__name__}: {exc}); compared with history")
+    except JobcastError as exc:  # a miss: fall back to the history
+        notes.append(f"no forecast ({exc}); compared with history")
+        return None
+    except Exception as exc:  # noqa: BLE001 - a bug: said so, then the history
+        notes.append(f"no forecast: {bug_info(exc).message}; compared with history")
         return None
     if not getattr(result, "ok", False):
-        notes.append(f"no forecast ({getattr(result, 'reason', 'no route answered')}); "
-                     "compared with history")
+        why = getattr(result, "error", None) or "no route answered"
+        notes.append(f"no forecast ({why}); compared with history")
         return None
     return {"seconds": result.seconds, "low": result.low, "high": result.high,
             "source": str(result.route), "model": result.model,

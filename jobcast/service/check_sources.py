@@ -54,21 +54,22 @@ def observe_slurm(path: str | Path, job_id: str, *, rule: str | None = None,
         lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
         jobs = slurm.read_jobs(lines)
     except OSError as exc:
-        raise CheckError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise CheckError(f"{path}: cannot read: {exc.strerror or exc}", file=path) from None
     except ParseError as exc:
-        raise CheckError(f"{path}:{exc.line or 1}: {exc.reason}") from None
+        raise CheckError(f"{path}:{exc.line or 1}: {exc.reason}", file=path,
+                         line=exc.line or 1) from None
     found = [j for j in jobs if j.job_id == str(job_id)]
     if not found:
         ids = ", ".join(j.job_id for j in jobs[:8])
         raise CheckError(f"{path}: no job {job_id} (it holds {len(jobs)} jobs: {ids}"
-                         f"{' ...' if len(jobs) > 8 else ''})")
+                         f"{' ...' if len(jobs) > 8 else ''})", file=path)
     job = found[-1]
     seconds = job.seconds
     if job.state == "running" and (seconds is None or job.elapsed is None) and job.start:
         seconds = (time.time() if now is None else now) - job.start
     if seconds is None:
         raise CheckError(f"{path}: job {job_id} has no elapsed time and no start "
-                         f"(state {job.state})")
+                         f"(state {job.state})", file=path)
     deployment, dep_key, notes = gpu_deployment(job.gpus, job.nodes, job.gpu_type)
     return Observed(
         source="slurm", job_id=job.job_id, state=job.state, seconds=seconds,
@@ -97,9 +98,32 @@ def observe_kubernetes(client, name: str, *, namespace: str | None = None,
     return Observed(
         source="kubernetes", job_id=record["job_id"], state=record["state"],
         seconds=record["seconds"], key=record["key"],
-        deployment=run.deployment.key if run.deployment else run.meta.get("deployment_key"),
+        deployment=run.stored_key(),
         gpus=record["gpus"], accelerator=run.deployment.accelerator if run.deployment else None,
-        trace=run.meta.get("trace"), notes=list(run.meta.get("warnings", [])))
+        trace=_mapping(run.meta, "trace"), notes=_texts(run.meta, "warnings"))
+
+
+def _mapping(meta: dict[str, object], name: str) -> dict | None:
+    """``meta[name]`` when it is a dict (a trace), else None."""
+    value = meta.get(name)
+    return value if isinstance(value, dict) else None
+
+
+def _texts(meta: dict[str, object], name: str) -> list[str]:
+    """``meta[name]`` as a list of texts (a run's warnings), empty when absent."""
+    value = meta.get(name)
+    return [str(v) for v in value] if isinstance(value, list | tuple) else []
+
+
+def _number(meta: dict[str, object], name: str) -> float | None:
+    """``meta[name]`` as a number, None when absent, zero or not a number."""
+    value = meta.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float | str) or not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
 
 
 def observe_log(path: str | Path, *, network: str | None = None,
@@ -115,14 +139,14 @@ def observe_log(path: str | Path, *, network: str | None = None,
         parsed = parse_data(str(path), path, data, Overrides(
             network=network, deployment=deployment, batch_size=batch_size), registered())
     except ParseError as exc:
-        raise CheckError(str(exc)) from None
+        raise CheckError(str(exc), file=path, line=exc.line) from None
     run = parsed.runs[-1]
     train = [s for s in run.segments if s.phase == "train"]
     if not train:
-        raise CheckError(f"{path}: no complete train phase in its last run")
-    dep = run.meta.get("deployment_key") or (run.deployment.key if run.deployment else None)
-    epochs, per_epoch = run.meta.get("epochs"), run.meta.get("steps_per_epoch")
-    planned = float(epochs) * float(per_epoch) if epochs and per_epoch else None
+        raise CheckError(f"{path}: no complete train phase in its last run", file=path)
+    dep = run.stored_key()
+    epochs, per_epoch = _number(run.meta, "epochs"), _number(run.meta, "steps_per_epoch")
+    planned = epochs * per_epoch if epochs and per_epoch else None
     starts = [s.start_time for s in run.segments if s.start_time is not None]
     ends = [s.start_time + s.seconds for s in run.segments if s.start_time is not None]
     obs = Observed(
@@ -130,7 +154,7 @@ def observe_log(path: str | Path, *, network: str | None = None,
         else "completed", seconds=sum(s.seconds for s in train), key=key, deployment=dep,
         accelerator=run.deployment.accelerator if run.deployment else None,
         steps=sum(s.iterations for s in train), planned_steps=planned,
-        network=run.network, batch_size=run.batch_size, framework=run.framework)
+        network=run.network, batch_size=run.batch_size, framework=run.stack)
     return obs, (min(starts) if starts else run.start_time), (max(ends) if ends else None)
 
 
@@ -140,7 +164,7 @@ def attach_trace_file(obs: Observed, path: str | Path, start: float | None,
     try:
         series = read_trace_file(path)
     except (OSError, ValueError) as exc:
-        raise CheckError(f"--trace {path}: {exc}") from None
+        raise CheckError(f"--trace {path}: {exc}", file=path) from None
     obs.trace = trace_from_series(series, start, end)
     if obs.trace is None:
         obs.notes.append(f"--trace {path}: no busy, power or clock sample during the job")

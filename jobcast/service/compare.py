@@ -20,7 +20,7 @@ Rules
   ``rank_time``/``rank_cost``; ``answer_precision: "unstated"``, ``precision_basis:
   "history states none"``) and a note says why.
 * **Notes once**: the GPU a name resolved to (``gpu``), why each row's model answers (the
-  forecaster's ``chosen``, cut at ``"; "`` into its clauses), its precision as run, memory
+  forecaster's ``chosen`` clauses, else the route's ``why``), its precision as run, memory
   verdict where it does not fit, and its warnings are shared notes
   (``notes``: ``[{"id", "text"}]``); a row lists the ids of its notes (``notes``).
 * ``scaling_efficiency`` = time on one GPU / (N x time on N GPUs) of the same device,
@@ -37,8 +37,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from fleet.deployment import Deployment, deployment_key
+from fleet.errors import JobcastError
 from fleet.precision import parse_precision
 from jobcast.service.forecast import Forecast, ForecastFailure
 from jobcast.service.forecaster import Forecaster
@@ -58,6 +60,8 @@ UNSTATED_NOTE = ("not ranked: answered from history whose logs state no precisio
 
 
 def dataset_for(network: str, dataset_size: int | None) -> tuple[str, int]:
+    """(name, samples per epoch): ``given`` for a stated size, else the network's usual
+    dataset; :class:`ValueError` for a size that is not positive."""
     if dataset_size is not None:
         if dataset_size <= 0:
             raise ValueError(f"dataset size must be positive, got {dataset_size}")
@@ -87,10 +91,11 @@ class Slot:
     device: str | None = None  # as the caller named it (asked rows)
     error: str = ""  # why no deployment can be named for it (then nothing is forecast)
 
-    def request(self, common: Mapping) -> JobRequest:
+    def request(self, common: Mapping[str, Any]) -> JobRequest:
         """The job on this slot; an ``unstated`` history slot states no precision (the
         history's own answers)."""
-        stated = {} if self.precision == UNSTATED else {"precision": self.precision}
+        stated: dict[str, Any] = ({} if self.precision == UNSTATED
+                                  else {"precision": self.precision})
         return JobRequest(deployment=self.deployment, **stated, **common)
 
 
@@ -102,7 +107,7 @@ def asked_slots(devices: Iterable[str], counts: list[int], precisions: list[str]
             for n in counts:
                 try:
                     key, error = deployment_key(device, n), ""
-                except ValueError as exc:
+                except JobcastError as exc:
                     key, error = "", f"GPU {device!r}: {exc}"
                 if key and (key, precision) in seen:
                     continue
@@ -127,7 +132,7 @@ def history_slots(models: Iterable[FittedModel], network: str, precisions: list[
         try:
             parsed = Deployment.parse(dep)
             count, accelerator = parsed.count, parsed.accelerator
-        except ValueError:
+        except JobcastError:
             count, accelerator = 1, dep
         for precision in [*precisions, UNSTATED]:
             if precision in held[dep]:
@@ -138,14 +143,21 @@ def history_slots(models: Iterable[FittedModel], network: str, precisions: list[
     return slots, notes
 
 
+def chosen_clauses(outcome: Forecast) -> tuple[str, ...]:
+    """Why an answer answers, clause by clause: the forecaster's ``chosen``, else the
+    route's own ``why``, else the route's name."""
+    if outcome.chosen:
+        return outcome.chosen
+    return (outcome.why,) if outcome.why else (str(outcome.route),)
+
+
 def provenance(by_id: Mapping[str, FittedModel], outcome: Forecast) -> dict[str, str]:
     """``chosen``, ``variant`` and ``answer_precision`` of one answer: the end-to-end model's
     variant key (``""`` when its logs state none) or ``precision=P`` of a layerwise answer,
     and that variant's precision (``unstated`` when the history does not say);
     ``by_id``: the forecaster's end-to-end models by id."""
     details = outcome.details
-    chosen = (details.get("chosen") or details.get("why_hybrid")
-              or details.get("why_layerwise") or str(outcome.route))
+    chosen = "; ".join(chosen_clauses(outcome))
     model = _e2e_model(by_id, outcome)
     if model is not None:
         variant = model.variant
@@ -156,13 +168,12 @@ def provenance(by_id: Mapping[str, FittedModel], outcome: Forecast) -> dict[str,
     else:
         variant = ""
     precision = variant_dict(variant).get("precision", UNSTATED)
-    return {"chosen": str(chosen), "variant": variant, "answer_precision": precision}
+    return {"chosen": chosen, "variant": variant, "answer_precision": precision}
 
 
 def _e2e_model(by_id: Mapping[str, FittedModel], outcome: Forecast) -> FittedModel | None:
-    e2e_id = (outcome.details.get("models") or {}).get("end_to_end") or outcome.model
-    # The id itself, else its part before "+" ("<model>+layerwise/…", "<model>+scaled/…").
-    return by_id.get(e2e_id) or by_id.get(e2e_id.split("+", 1)[0])
+    """The end-to-end model behind an answer (its ``parts``; else the answer's own model)."""
+    return by_id.get(outcome.parts.end_to_end or outcome.model)
 
 
 def resolved_gpu(by_id: Mapping[str, FittedModel], outcome: Forecast) -> str:
@@ -175,7 +186,7 @@ def resolved_gpu(by_id: Mapping[str, FittedModel], outcome: Forecast) -> str:
         return ""
     try:
         spec = Deployment.parse(model.deployment).identity.spec
-    except ValueError:
+    except JobcastError:
         spec = None
     return spec.name if spec is not None else model.deployment
 
@@ -203,6 +214,7 @@ class Notes:
         self.ids: dict[str, int] = {}
 
     def add(self, texts: Iterable[str]) -> list[int]:
+        """The ids of ``texts`` (blank ones dropped), each new text numbered on first sight."""
         out = []
         for text in texts:
             text = str(text).strip()
@@ -211,6 +223,7 @@ class Notes:
         return list(dict.fromkeys(out))
 
     def as_list(self) -> list[dict]:
+        """``[{"id", "text"}]`` in numbering order."""
         return [{"id": i, "text": t} for t, i in self.ids.items()]
 
 
@@ -227,6 +240,7 @@ def _row(slot: Slot, outcome, by_id, prices: PriceTable, notes: Notes
     cost = {k: prices.cost(getattr(outcome, k), gpu_name, slot.gpus)
             for k in ("seconds", "low", "high")}
     prov = provenance(by_id, outcome)
+    del prov["chosen"]  # the row's notes hold it, clause by clause
     details = outcome.details
     # History whose logs state no precision behind the answer (end-to-end, or the level of
     # a hybrid): not comparable with answers at the asked precision; and the other way round.
@@ -249,7 +263,7 @@ def _row(slot: Slot, outcome, by_id, prices: PriceTable, notes: Notes
     gpu = resolved_gpu(by_id, outcome)
     named = slot.device or slot.deployment
     resolved = [f"{named} resolved to {gpu}"] if gpu and gpu != named else []
-    texts = [*resolved, *prov.pop("chosen").split("; "), *unranked, *extrapolated, *warnings]
+    texts = [*resolved, *chosen_clauses(outcome), *unranked, *extrapolated, *warnings]
     out = {**row, "gpu": gpu, "route": str(outcome.route),
            "model": outcome.model, "seconds": outcome.seconds, "low": outcome.low,
            "high": outcome.high, "unit": outcome.unit, "extrapolated": outcome.extrapolated,
@@ -315,7 +329,7 @@ def compare(
     common = dict(network=network, batch_size=batch_size, epochs=epochs, dataset_size=size)
     slots = asked_slots(devices if devices is not None else sorted(prices.usd_per_gpu_hour),
                         counts, precisions)
-    notes, not_ranked = Notes(), []
+    notes, not_ranked = Notes(), list[str]()
     if include_history:
         found, not_ranked = history_slots(forecaster.models, network, precisions)
         slots += found

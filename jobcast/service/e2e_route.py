@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from fleet.errors import JobcastError
 from jobcast.service.candidates import (
     Ask,
     Candidate,
@@ -34,7 +35,7 @@ from jobcast.service.candidates import (
     own_scale,
     to_job,
 )
-from jobcast.service.forecast import Forecast, Route
+from jobcast.service.forecast import Forecast, ModelParts, Route
 from models.relation import Relation, runs_bucket
 from models.variant import compatible, describe_variant, variant_dict, variant_key
 
@@ -127,6 +128,8 @@ class EndToEndRoute:
         return runs[runs["system"] == m.system] if m.system else runs
 
     def propose(self, ask: Ask) -> list[Candidate]:
+        """The phase-model candidates of the ask (module rules); none without steps or a batch
+        size."""
         if ask.iterations is None or ask.req.batch_size is None:
             return []
         models = self.matching(ask)
@@ -148,9 +151,11 @@ class EndToEndRoute:
                    ) -> Candidate | None:
         from models.choice import describe_model
         from models.e2e import forecast
+        if ask.iterations is None or ask.req.batch_size is None:
+            return None
         try:
             result = forecast(m, float(ask.iterations), int(ask.req.batch_size))
-        except ValueError:
+        except JobcastError:
             return None
         runs = self.runs_of(m)
         batches = set(runs["batch_size"]) if len(runs) else set()
@@ -172,7 +177,8 @@ class EndToEndRoute:
                      high=result["high"], route=self.name, model=result["model"],
                      extrapolated=bool(result["extrapolated"]),
                      details={**_details(result), "chosen": reason,
-                              "deployment_match": ask.how(m.deployment)})
+                              "deployment_match": ask.how(m.deployment)},
+                     why=reason, parts=ModelParts(end_to_end=m.model_id))
         cand = Candidate(f, relation, own_scale(f.seconds, f.low, f.high), reason,
                          tuple(int(r) for r in runs["run_id"]) if len(runs) else ())
         if ask.target != "job":
@@ -189,10 +195,11 @@ class EndToEndRoute:
         req = replace(ask.req, phase=ask.phase, iterations=ask.iterations)
         try:
             result = scale_to_count(usable, req, ask.deployment)
-        except (LookupError, ValueError):
+        except JobcastError:
             return []
         if result is None:
             return []
+        source = result.pop("source_model")
         relation = Relation(devices=ask.devices, kind="scaled-count", target=ask.phase,
                             system="other" if ask.system else "any", batch="other",
                             variant="asked" if ask.variant else "assumed", stack="newest",
@@ -201,7 +208,9 @@ class EndToEndRoute:
                   "by the data-parallel model")
         f = Forecast(job=ask.req, seconds=result["seconds"], low=result["low"],
                      high=result["high"], route=self.name, model=result["model"],
-                     extrapolated=True, details={**_details(result), "chosen": reason})
+                     extrapolated=True, details={**_details(result), "chosen": reason},
+                     why=reason, parts=ModelParts(end_to_end=source,
+                                                  scaled_from=result["scaled_from"]))
         cand = Candidate(f, relation, own_scale(f.seconds, f.low, f.high), reason)
         return [to_job(cand, ask, None) if ask.target == "job" else cand]
 
@@ -217,4 +226,5 @@ class EndToEndRoute:
         return best.forecast
 
     def model_of(self, forecast_: Forecast) -> FittedModel | None:
+        """The fitted model whose id the forecast names (None if none)."""
         return next((m for m in self.models if m.model_id == forecast_.model), None)

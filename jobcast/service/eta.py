@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ingest.prometheus import (
     JobTrace,
@@ -41,8 +41,12 @@ from ingest.prometheus import (
     selector,
 )
 from jobcast.service.errors import ServiceError
-from jobcast.service.forecast import Outcome, Route
+from jobcast.service.forecast import Forecast, Outcome, Route
 from jobcast.service.request import JobRequest
+from jobcast.service.route_registry import answers_from_history
+
+if TYPE_CHECKING:
+    from jobcast.service.forecaster import Forecaster
 
 Z90 = 1.645
 MIN_PACE_UNCERTAINTY = 0.05
@@ -81,7 +85,7 @@ def fetch_job(client: PrometheusClient, job_id: str, names: MetricNames | None =
 class _PhaseModel:
     """T(x) for one phase through the forecaster, cached."""
 
-    forecaster: object
+    forecaster: Forecaster
     network: str
     deployment: str
     batch_size: int
@@ -95,14 +99,14 @@ class _PhaseModel:
         x = int(round(max(0.0, steps)))
         if x in self._cache:
             return self._cache[x]
-        base = dict(network=self.network, deployment=self.deployment,
-                    batch_size=self.batch_size, iterations=x, phase=self.phase,
-                    optimizer="sgd" if self.phase == "train" else "none")
+        base = JobRequest(network=self.network, deployment=self.deployment,
+                          batch_size=self.batch_size, iterations=x, phase=self.phase,
+                          optimizer="sgd" if self.phase == "train" else "none")
         # a running job fits, whatever the memory estimate says: never refused for it
-        result = self.forecaster.forecast(JobRequest(**base, stack=self.stack),
+        result = self.forecaster.forecast(replace(base, stack=self.stack),
                                           refuse_unfit=False)
         if self.stack and not _from_history(result):
-            other = self.forecaster.forecast(JobRequest(**base),  # the newest stack seen
+            other = self.forecaster.forecast(base,  # the newest stack seen
                                              refuse_unfit=False)
             if other.ok and (_from_history(other) or not result.ok):
                 result = other
@@ -111,7 +115,15 @@ class _PhaseModel:
 
 
 def _from_history(outcome: Outcome) -> bool:
-    return outcome.ok and outcome.route is Route.END_TO_END
+    """Whether an answer comes from history (its route's registered flag), which a job's
+    progress scales; a layerwise or other route's answer does not."""
+    return (isinstance(outcome, Forecast)
+            and answers_from_history(outcome.details, str(outcome.route)))
+
+
+def _message(error: object) -> str:
+    """An answer's ``error`` as text (a string, or an error object's ``message``)."""
+    return str(error.get("message", error)) if isinstance(error, dict) else str(error)
 
 
 def _pace(curve: list[tuple[float, float, float]], done: float) -> tuple[float, float] | None:
@@ -158,7 +170,7 @@ def _planned_test(trace: JobTrace) -> tuple[float | None, str | None]:
 def _phase_eta(model: _PhaseModel | None, planned: float, done: float, spent: float,
                curve, warnings: list[str]) -> dict:
     left = max(0.0, planned - done)
-    out = {"planned": planned, "done": done, "seconds_so_far": spent,
+    out: dict[str, Any] = {"planned": planned, "done": done, "seconds_so_far": spent,
            "fraction": min(1.0, done / planned) if planned > 0 else 1.0}
     if left == 0:
         return {**out, "remaining": 0.0, "low": 0.0, "high": 0.0, "route": None}
@@ -167,7 +179,7 @@ def _phase_eta(model: _PhaseModel | None, planned: float, done: float, spent: fl
     if model is not None:
         full, part = model(planned), model(done)
         if "error" in full:
-            warnings.append(f"{model.phase}: no model ({full['error']})")
+            warnings.append(f"{model.phase}: no model ({_message(full['error'])})")
         else:
             r_m = max(0.0, full["seconds"] - (part["seconds"] if done > 0 else 0.0))
             ratio = spent / part["seconds"] if done > 0 and part["seconds"] > 0 else 1.0
@@ -184,15 +196,15 @@ def _phase_eta(model: _PhaseModel | None, planned: float, done: float, spent: fl
         p = left * pace[0]
         pace_part = (p, p * max(0.0, 1 - Z90 * pace[1]), p * (1 + Z90 * pace[1]))
         out["pace_seconds_per_step"] = pace[0]
-    if model_part is None and pace_part is None:
+    found = [p for p in (model_part, pace_part) if p is not None]
+    if not found:
         raise EtaError(f"{'train' if model is None else model.phase}: no model for this job "
                        "and no progress yet to measure its pace")
     if model_part is None:
         w = 1.0
     elif pace_part is None:
         w = 0.0
-    parts = [(1 - w) * m + w * p for m, p in zip(model_part or pace_part, pace_part or model_part,
-                                                  strict=True)]
+    parts = [(1 - w) * m + w * p for m, p in zip(found[0], found[-1], strict=True)]
     out.update(remaining=parts[0], low=parts[1], high=parts[2], pace_weight=w)
     out.setdefault("route", str(Route.PACE))
     return out
@@ -229,12 +241,15 @@ def estimate_eta(trace: JobTrace, forecaster, *, now: float | None = None,
         warnings.append(f"the job's labels lack {', '.join(missing)}: no model, pace only")
     else:
         for phase in ("train", "test"):
-            batch = trace.progress[phase].batch_size or run.batch_size
-            models[phase] = _PhaseModel(forecaster, run.network, run.deployment.key, batch,
-                                        phase, run.framework)
+            # not missing: the run names its network, deployment and batch size
+            batch = int(trace.progress[phase].batch_size or run.batch_size or 0)
+            key = run.deployment.key if run.deployment is not None else ""
+            models[phase] = _PhaseModel(forecaster, str(run.network), key, batch, phase,
+                                        run.framework)
     phases = {"train": _phase_eta(models["train"], planned_train, train.iterations,
                                   train.seconds, train.curve, warnings)}
     test = trace.progress["test"]
+    planned_test: float | None
     if test_iterations is not None:
         planned_test, note = float(test_iterations), None
     else:

@@ -12,7 +12,9 @@ Rules (:func:`fit_store_all`):
   saved with the models in one transaction (artifacts ``history`` and ``selector``): a
   forecast never mixes models of one fit with a selector of another.
 * The backtest's summary (:class:`BacktestSummary`) says per candidate kind how many
-  forecasts it judged and their mean error, for the CLI and the report.
+  forecasts it judged and their mean error, for the CLI and the report; a bug in one of its
+  asks does not stop the fit: it is in the summary's ``bugs`` (the one error shape, kind
+  ``bug``) and warned about (``jobcast.service.backtest``'s rules).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleet.errors import ErrorInfo
 from ingest.store import Store
 from jobcast.service.backtest import backtest as run_backtest
 from jobcast.service.backtest import fit_selector
@@ -46,20 +49,28 @@ class BacktestSummary:
     systems: int = 0
     rows: int = 0
     kinds: dict[str, dict[str, float]] = field(default_factory=dict)
+    bugs: list[ErrorInfo] = field(default_factory=list)
 
     @classmethod
-    def of(cls, rows: pd.DataFrame) -> BacktestSummary:
+    def of(cls, rows: pd.DataFrame, bugs: list[ErrorInfo] | None = None) -> BacktestSummary:
+        """The summary of backtest ``rows`` (and the ``bugs`` met on the way)."""
         if rows.empty:
-            return cls()
+            return cls(bugs=list(bugs or []))
         kinds = {}
         for kind, g in rows.groupby("kind"):
             ape = 100 * np.abs(np.expm1(-g["error"].to_numpy()))
             kinds[str(kind)] = {"forecasts": int(len(g)), "mape": float(np.mean(ape)),
                                 "median_ape": float(np.median(ape))}
-        return cls(int(rows["target_system"].nunique()), int(len(rows)), kinds)
+        return cls(int(rows["target_system"].nunique()), int(len(rows)), kinds,
+                   list(bugs or []))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"systems": self.systems, "forecasts": self.rows, "kinds": self.kinds}
+        """``systems``, ``forecasts``, ``kinds``; ``bugs`` (error shapes) only when any."""
+        out: dict[str, Any] = {"systems": self.systems, "forecasts": self.rows,
+                               "kinds": self.kinds}
+        if self.bugs:
+            out["bugs"] = [b.as_dict() for b in self.bugs]
+        return out
 
 
 @dataclass
@@ -81,13 +92,14 @@ def fit_store_all(store: Store, form: str = "auto", *, backtest: bool = True,
     report = fit_report(points, form=form, skipped=skipped)
     history = run_table(store)
     rows = pd.DataFrame()
+    bugs: list[ErrorInfo] = []
     if backtest and report.models:
         rows = run_backtest(points, history, folds=FIT_FOLDS, max_targets=FIT_TARGETS,
                             max_systems=max_systems, layer_predictor=layer_predictor,
-                            progress=progress)
+                            progress=progress, bugs=bugs)
     selector = fit_selector(rows)
-    extra = {HISTORY_ARTIFACT: to_records(history)}
+    extra: dict[str, object] = {HISTORY_ARTIFACT: to_records(history)}
     if selector.n_:
         extra[SELECTOR_ARTIFACT] = selector.to_dict()
     store.save_models([m.to_record() for m in report.models], extra=extra)
-    return FitOutcome(report, selector, BacktestSummary.of(rows))
+    return FitOutcome(report, selector, BacktestSummary.of(rows, bugs))

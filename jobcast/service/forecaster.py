@@ -5,22 +5,26 @@ Rules (the CLI, the served model and the report decide the same way, here):
 1. **Ask**: the request is resolved once (:class:`jobcast.service.candidates.Ask`): target
    (the whole job by default), deployment key and the stored keys that match it (exact, else
    the GPU family's), asked variant, named system.
-2. **Propose**: the routes of :data:`ROUTES`, in order (rates, whole-job history of a
-   recurring job, end-to-end models, hybrid, layerwise), each give zero or more candidates
-   with their relation to the request. A costly route (one that prices layers) is skipped
-   when none of its kinds can be expected to beat the best candidate so far (the selector's
-   lowest expected error for those kinds), so a job with a system's own history never waits
-   for the layerwise forecast; ``exhaustive`` (the backtest) asks every route. A forecaster
-   without any history (no store, models, run summaries or progress points) builds only the
-   routes that need none (:data:`HISTORY_ROUTES`): the others would propose and miss nothing,
-   and this way its forecast loads neither pandas nor SQLAlchemy (``jobcast predict`` gives it
+2. **Propose**: the registered routes (``jobcast.service.route_registry``), in order
+   (rates, whole-job history of a recurring job, end-to-end models, hybrid, layerwise),
+   each give zero or more candidates with their relation to the request. A costly route
+   (one that prices layers) is skipped when none of its kinds can be expected to beat the
+   best candidate so far (the selector's lowest expected error for those kinds), so a job
+   with a system's own history never waits for the layerwise forecast; ``exhaustive`` (the
+   backtest) asks every route. A forecaster without any history (no store, models, run
+   summaries or progress points) builds only the routes that need none
+   (``route_registry.history_routes()``): the others would propose and miss nothing, and
+   this way its forecast loads neither pandas nor SQLAlchemy (``jobcast predict`` gives it
    no store where ``ingest.store_probe`` finds the store holds no history).
 3. **Judge**: the backtest selector (``models.selector``: fitted by ``jobcast fit`` on this
    store's own backtest, the shipped prior filling what the store cannot tell) gives each
-   candidate its expected error and 90 % interval; a kind it knows nothing of ranks by
-   :data:`jobcast.service.candidates.FALLBACK_ERROR` with its own interval.
-4. **Choose**: the candidate of lowest expected error (ties: the registry's order, then the
-   route's). The answer is that candidate's forecast with the selector's interval, and says
+   candidate its expected error and 90 % interval. A candidate no cell judges (no
+   selector at all) ranks by its kind's fallback error
+   (:func:`jobcast.service.route_registry.fallback_errors`) with its own interval; the
+   shipped prior's catch-all cell judges a kind it has never seen by the mean error over
+   every kind, so a new route's fallback rank counts only until a backtest has seen it.
+4. **Choose**: the candidate of lowest expected error (ties: the kinds' fallback rank, then
+   the route's). The answer is that candidate's forecast with the selector's interval, and says
    why (``chosen``: the candidate's reason and its backtest figure) and what else there was
    (``candidates``).
 5. **Compose**: a whole job is one answer phase by phase (``jobcast.service.job_answer``):
@@ -41,18 +45,11 @@ that says why no route could answer.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from jobcast.service.candidates import (
-    FALLBACK_ERROR,
-    KINDS,
-    Ask,
-    Candidate,
-    Proposer,
-    fallback_error,
-)
+from fleet.errors import ErrorInfo, JobcastError
+from jobcast.service.candidates import Ask, Candidate, Proposer, fallback_error
 from jobcast.service.e2e_route import EndToEndRoute
 from jobcast.service.feasibility import request_verdict
 from jobcast.service.forecast import Forecast, ForecastFailure, Outcome, percent_text
@@ -64,8 +61,17 @@ from jobcast.service.job_answer import (
     summary,
     unused_flags,
 )
-from jobcast.service.request import JobRequest, JobRequestError
-from jobcast.service.routes import CalibratedRoute, LayerwiseRoute, RouteMiss
+from jobcast.service.request import JobRequest
+from jobcast.service.route_registry import (
+    RouteSpec,
+    fallback_errors,
+    history_routes,
+    kinds,
+    register_route,
+    route_names,
+    route_specs,
+)
+from jobcast.service.routes import LayerwiseRoute, ScaleCalibratedRoute
 from jobcast.service.systems import history_deployment
 from models.relation import Judgement, SelectorCells, load_prior
 
@@ -73,10 +79,11 @@ if TYPE_CHECKING:  # pandas and the store's SQL layer load with the first histor
     import pandas as pd
 
     from ingest.store import Store
-    from models.calibration import ScaleCalibrator
     from models.fitted import FittedModel
+    from models.scale_calibration import ScaleCalibrator
     from models.selector import BacktestSelector
 
+WILL_NOT_FIT = "will_not_fit"  # the ErrorInfo kind of a job refused by its memory estimate
 SELECTOR_ARTIFACT = "selector"
 HISTORY_ARTIFACT = "history"
 
@@ -91,24 +98,53 @@ def _whole_job(fc: Forecaster) -> Proposer:
     return WholeJobRoute(fc.store)
 
 
+def _end_to_end(fc: Forecaster) -> Proposer:
+    return fc.end_to_end
+
+
 def _hybrid(fc: Forecaster) -> Proposer:
     from jobcast.service.hybrid import HybridRoute
     return HybridRoute(fc.layerwise.layerwise, fc.end_to_end, fc.store, points=fc.points)
 
 
-# The registry: each entry builds one route from the forecaster's parts, in proposing order,
-# and says whether the route answers from history alone: a forecaster without any (no store,
-# models, run summaries or progress points; :attr:`Forecaster.has_history`) does not build
-# those, as they would propose nothing and miss nothing, so its forecast loads neither pandas
-# nor SQLAlchemy.
-ROUTES: list[tuple[str, Callable[[Forecaster], Proposer], bool]] = [
-    ("rate", _rates, True),
-    ("whole-job", _whole_job, True),
-    ("end-to-end", lambda fc: fc.end_to_end, True),
-    ("hybrid", _hybrid, True),
-    ("layerwise", lambda fc: fc.layerwise, False),
-]
-HISTORY_ROUTES = frozenset(name for name, _, from_history in ROUTES if from_history)
+def _layerwise(fc: Forecaster) -> Proposer:
+    return fc.layerwise
+
+
+# The built-in routes, in proposing order (jobcast.service.route_registry: kinds with their
+# fallback ranks, and flags). Each builder imports its route module when the forecaster first
+# builds its routes, so a forecaster without history loads neither pandas nor SQLAlchemy.
+# Fallback ranks: history at another batch size than asked ranks below the hybrid and the
+# calibrated layerwise answers that know how time scales with the batch
+# (docs/batch-hybrid.md; candidates.OFF_BATCH_ERROR).
+BUILT_IN_ROUTES: tuple[RouteSpec, ...] = (
+    RouteSpec("rate", _rates, {"own-rate": 0.01, "fleet-rate": 0.04}, needs_history=True,
+              answers_from_history=True, history_kinds=("own-rate", "fleet-rate")),
+    RouteSpec("whole-job", _whole_job, {"whole-job": 0.03}, needs_history=True,
+              answers_from_history=True, history_kinds=("whole-job",)),
+    RouteSpec("end-to-end", _end_to_end,
+              {"own-model": 0.012, "pooled-model": 0.05, "scaled-count": 0.15},
+              needs_history=True, answers_from_history=True,
+              history_kinds=("own-model", "pooled-model")),
+    RouteSpec("hybrid", _hybrid, {"hybrid": 0.12}, needs_history=True),
+    RouteSpec("layerwise", _layerwise, {"layerwise-calibrated": 0.2, "layerwise": 0.3},
+              prices_network=True),
+)
+for _spec in BUILT_IN_ROUTES:
+    if _spec.name not in route_names():  # a module reload registers nothing twice
+        register_route(_spec)
+
+
+def __getattr__(name: str) -> Any:
+    """``ROUTES`` and ``HISTORY_ROUTES``: deprecated views of the route registry
+    (:mod:`jobcast.service.route_registry`), read live: ``ROUTES`` as ``(name, build,
+    needs_history)`` tuples in proposing order, ``HISTORY_ROUTES`` the names of those that
+    need history."""
+    if name == "ROUTES":
+        return [(s.name, s.build, s.needs_history) for s in route_specs()]
+    if name == "HISTORY_ROUTES":
+        return history_routes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Forecaster:
@@ -143,25 +179,26 @@ class Forecaster:
         self._models = models
         self._history = history
         self._own_selector = selector
-        self._selector: BacktestSelector | None = None
+        self._selector: SelectorCells | None = None
         self._keys: set[str] | None = None
         self._routes: list[Proposer] | None = None
         self._end_to_end: EndToEndRoute | None = None
         self._floors: dict[str, float] = {}
-        self.layerwise = CalibratedRoute(LayerwiseRoute(layer_predictor), calibration,
-                                         explain=lambda ask: self.end_to_end.miss_reason(ask))
+        self.layerwise = ScaleCalibratedRoute(LayerwiseRoute(layer_predictor), calibration,
+                                              explain=lambda ask: self.end_to_end.miss_reason(ask))
 
     # -- parts, read on first use ---------------------------------------------------
 
     @property
     def has_history(self) -> bool:
         """Whether any history may be at hand: a store, or models, run summaries or progress
-        points given (see :data:`HISTORY_ROUTES`)."""
+        points given (see ``route_registry.history_routes()``)."""
         return (self.store is not None or bool(self._models) or self.points is not None
                 or (self._history is not None and len(self._history) > 0))
 
     @property
     def models(self) -> list[FittedModel]:
+        """The end-to-end models: given, else the store's (read once), else none."""
         if self._models is None:
             if self.store is not None:
                 from models.e2e import load_models
@@ -177,7 +214,7 @@ class Forecaster:
             from models.history import from_records, run_table
             records = self.store.load_artifact(HISTORY_ARTIFACT) if self.store else None
             if records is not None:
-                self._history = from_records(records)
+                self._history = from_records(cast("list[dict[str, Any]]", records))
             elif self.store is not None:
                 self._history = run_table(self.store)
             else:
@@ -185,23 +222,24 @@ class Forecaster:
         return self._history
 
     @property
-    def selector(self) -> BacktestSelector | None:
+    def selector(self) -> SelectorCells | None:
         """The own selector (given, else the store's fit) combined with the prior (either
         alone where the other is missing)."""
         if self._selector is None:
             prior = (self.prior if isinstance(self.prior, SelectorCells)
                      else load_prior() if self.prior else None)
-            own = self._own_selector
+            own: SelectorCells | None = self._own_selector
             if own is None and self.store is not None:
                 saved = self.store.load_artifact(SELECTOR_ARTIFACT)
                 if saved:
                     from models.selector import BacktestSelector
-                    own = BacktestSelector.from_dict(saved)
+                    own = BacktestSelector.from_dict(cast("dict[str, Any]", saved))
             self._selector = own.combine(prior) if own is not None else prior
         return self._selector
 
     @property
     def end_to_end(self) -> EndToEndRoute:
+        """The end-to-end route over the models and run summaries (built once)."""
         if self._end_to_end is None:
             self._end_to_end = EndToEndRoute(self.models,
                                              self.history if self.has_history else None)
@@ -209,11 +247,11 @@ class Forecaster:
 
     @property
     def routes(self) -> list[Proposer]:
-        """The registry's routes (:data:`ROUTES`), less the history routes where there is
-        no history (:data:`HISTORY_ROUTES`)."""
+        """The registry's routes (``route_registry.route_specs()``), less those that need
+        history where there is none."""
         if self._routes is None:
-            self._routes = [build(self) for _, build, from_history in ROUTES
-                            if self.has_history or not from_history]
+            self._routes = [spec.build(self) for spec in route_specs()
+                            if self.has_history or not spec.needs_history]
         return self._routes
 
     def stored_keys(self) -> set[str]:
@@ -239,7 +277,7 @@ class Forecaster:
     def _floor(self, kind: str) -> float:
         """The lowest expected error any candidate of ``kind`` could get."""
         if kind not in self._floors:
-            best = FALLBACK_ERROR.get(kind, 1.0)
+            best = fallback_errors().get(kind, 1.0)
             if self.selector is not None:
                 for name, cells in self.selector.cells_.items():
                     if name.startswith("kind"):
@@ -263,7 +301,7 @@ class Forecaster:
                     continue
             try:
                 found = route.propose(ask)
-            except (RouteMiss, LookupError, ValueError) as exc:
+            except JobcastError as exc:  # a miss; anything else is a bug and propagates
                 misses.append(str(exc))
                 continue
             judged += [(c, self.judge(c)) for c in found if _finite(c.forecast)]
@@ -284,19 +322,20 @@ class Forecaster:
                 assumed = [*assumed, f"deployment {found_key}: the one system {req.system!r}'s "
                                      "history names"]
             req.validate()
-            found = self._choose(req, now)
-            found = replace(found, job=req)  # a route may answer a phase of it
-            if found.ok and req.phase == "job":
+            chosen = replace(self._choose(req, now), job=req)  # a route may answer a phase
+            if isinstance(chosen, ForecastFailure):
+                return chosen
+            found = chosen
+            if req.phase == "job":
                 evals = (self._choose(replace(req, phase="test"), now)
                          if evaluations_asked(req) else None)
                 found = compose_job(found, evals)
-            if not found.ok:
-                return found
             memory = (request_verdict(as_trained(req, found)) if req.phase in ("job", "train")
                       else None)
             if memory is not None and not memory.fits:
                 if refuse_unfit and not ran_this_batch(found):
-                    return ForecastFailure(req, f"will not fit: {memory.summary()}")
+                    text = f"will not fit: {memory.summary()}"
+                    return ForecastFailure(req, text, ErrorInfo(WILL_NOT_FIT, text))
                 why = ("but the history behind this answer ran this batch size"
                        if ran_this_batch(found) else "answered anyway, marked fits: false")
                 found = found.with_details(warnings=[*found.details.get("warnings", []),
@@ -304,18 +343,18 @@ class Forecaster:
             notes = assumed + unused_flags(found)
             return found.with_details(summary=summary(found, memory), assumptions=notes,
                                       memory=memory.as_dict() if memory else None)
-        except (JobRequestError, ValueError, LookupError, OSError) as exc:
-            return ForecastFailure(req, str(exc))
+        except (JobcastError, OSError) as exc:
+            return _failure(req, exc)
 
     def _choose(self, req: JobRequest, now: float | None) -> Outcome:
         """The chosen candidate's answer to ``req`` (rules 1-4), or why there is none."""
         try:
             ask, judged, misses = self.candidates(req, now=now)
-        except (JobRequestError, ValueError, LookupError, OSError) as exc:
-            return ForecastFailure(req, str(exc))
+        except (JobcastError, OSError) as exc:
+            return _failure(req, exc)
         if not judged:
             return ForecastFailure(req, self._no_answer(ask, misses))
-        order = {k: i for i, k in enumerate(KINDS)}
+        order = {k: i for i, k in enumerate(kinds())}
         cand, judgement = min(
             enumerate(judged),
             key=lambda t: (t[1][1].expected, order.get(t[1][0].kind, 99), t[0]))[1]
@@ -323,23 +362,24 @@ class Forecaster:
 
     def _answer(self, cand: Candidate, j: Judgement,
                 judged: list[tuple[Candidate, Judgement]]) -> Forecast:
+        """The chosen candidate's forecast with the selector's interval, why it was chosen
+        (``chosen``: its reason and its backtest figure, as clauses) and the others."""
         f = cand.forecast
         backtest = (f"backtest: {percent_text(j.expected_percent())} % mean error over {j.n} "
                     f"forecasts of its kind ({j.cell})" if j.n else
                     "no backtest of its kind yet: ranked by kind, own interval")
-        chosen = f"{cand.reason}; {backtest}"
+        chosen = (cand.reason, backtest)
         others = [{"kind": c.kind, "model": c.forecast.model, "seconds": c.forecast.seconds,
                    "expected_error_percent": jj.expected_percent(), "reason": c.reason,
                    "relation": c.relation.as_dict()} for c, jj in judged]
-        details = {**f.details, "chosen": chosen, "why": cand.reason, "candidate": cand.kind,
+        details = {**f.details, "chosen": "; ".join(chosen), "why": cand.reason,
+                   "candidate": cand.kind,
                    "backtest": {"expected_error_percent": j.expected_percent(),
                                 "forecasts": j.n, "cell": j.cell},
                    "relation": cand.relation.as_dict(), "candidates": others}
         low = min(f.seconds * j.low_factor, f.seconds)
         high = max(f.seconds * j.high_factor, f.seconds)
-        return Forecast(job=f.job, seconds=f.seconds, low=low, high=high, route=f.route,
-                        model=f.model, extrapolated=f.extrapolated, unit=f.unit,
-                        details=details)
+        return replace(f, low=low, high=high, details=details, why=cand.reason, chosen=chosen)
 
     def _no_answer(self, ask: Ask, misses: list[str]) -> str:
         """Why nothing answered: the routes' own reasons, else what the history holds."""
@@ -351,6 +391,16 @@ class Forecaster:
         return (f"no history of network {req.network!r} on {where}"
                 + (f" (history has: {', '.join(known)})" if known else "")
                 + "; and no layerwise forecast of it")
+
+
+def _failure(req: JobRequest, exc: JobcastError | OSError) -> ForecastFailure:
+    """A request that cannot be answered, with its reason as text and as an error object (a
+    file that cannot be read, e.g. a network spec: kind ``file``)."""
+    if isinstance(exc, JobcastError):
+        return ForecastFailure(req, str(exc), exc.info())
+    where = getattr(exc, "filename", None)
+    return ForecastFailure(req, str(exc), ErrorInfo(
+        "file", str(exc), file=None if where is None else str(where)))
 
 
 def _finite(f: Forecast) -> bool:

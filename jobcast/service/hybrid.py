@@ -16,7 +16,8 @@ hybrid takes that shape and calibrates it on the key's runs (docs/batch-hybrid.m
   framework the history ran (:func:`fleet.framework.stack_framework`: its stack's words;
   Caffe runs like the eager ``pytorch`` composition), the request's framework where the
   stack names none.
-* **Scale** (:class:`BatchShapeCalibrator`): the history's ratio to the layerwise step,
+* **Scale** (:class:`~jobcast.service.batch_shape.BatchShapeFit`): the history's ratio to
+  the layerwise step,
   ln(history / (O + V(b))) at each observed batch size b, interpolated in ln batch between
   them and held at the nearest beyond them: step(B) = ratio(B) x (O + V(B)). One batch size
   gives one ratio; two or more let the history correct the shape between them and keep the
@@ -44,15 +45,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
 
+from fleet.errors import JobcastError
 from fleet.framework import stack_framework
 from jobcast.service.candidates import Ask, Candidate, own_scale, phase_steps, to_job
 from jobcast.service.e2e_route import EndToEndRoute, owned_by
-from jobcast.service.forecast import Forecast, Route
+from jobcast.service.forecast import Forecast, ModelParts, Route
 from jobcast.service.request import JobRequest
 from jobcast.service.routes import LAYERWISE_MODEL, LayerwiseRoute, RouteMiss
 from layerwise import zoo
@@ -62,7 +64,7 @@ from models.relation import Relation, runs_bucket
 
 if TYPE_CHECKING:
     from ingest.store import Store
-    from jobcast.service.batch_shape import BatchShapeCalibrator
+    from jobcast.service.batch_shape import BatchShapeFit
 
 MAX_MODELS = 4  # hybrid candidates per request
 
@@ -87,6 +89,7 @@ class History:
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:
+        """The batch sizes the history ran, in its order."""
         return tuple(o.batch_size for o in self.observations)
 
 
@@ -143,9 +146,11 @@ def history_from_model(model: FittedModel) -> History:
 
 
 def __getattr__(name: str) -> Any:
-    """``BatchShapeCalibrator`` and its defaults (``jobcast.service.batch_shape``), imported on
-    first use: a forecast that never reaches the hybrid's fit loads no scikit-learn or SciPy."""
-    if name in ("BatchShapeCalibrator", "MIN_SPLIT_SPAN", "SHAPE_RATE_90", "HISTORY_FLOOR"):
+    """``BatchShapeFit`` (old name ``BatchShapeCalibrator``) and its defaults
+    (``jobcast.service.batch_shape``), imported on first use: a forecast that never reaches
+    the hybrid's fit loads no scikit-learn or SciPy."""
+    if name in ("BatchShapeFit", "BatchShapeCalibrator", "MIN_SPLIT_SPAN", "SHAPE_RATE_90",
+                "HISTORY_FLOOR"):
         from jobcast.service import batch_shape
         return getattr(batch_shape, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -186,7 +191,7 @@ class HybridRoute:
 
     def __init__(self, layerwise: LayerwiseRoute, end_to_end: EndToEndRoute,
                  store: Store | None = None, framework: str | None = None,
-                 calibrator: BatchShapeCalibrator | None = None,
+                 calibrator: BatchShapeFit | None = None,
                  points: pd.DataFrame | None = None):
         """``framework`` fixes the shape's framework (None: its stack's, `stack_framework`);
         ``calibrator`` is the unfitted estimator to clone per forecast (default settings);
@@ -220,7 +225,9 @@ class HybridRoute:
         elif self.store is not None:
             where = (model.network, model.deployment)
             if where not in self._points:
-                self._points[where] = progress_points(_KeyStore(self.store, *where))
+                # a store that reads one key's runs (the duck type progress_points reads)
+                self._points[where] = progress_points(cast("Store", _KeyStore(self.store,
+                                                                               *where)))
             found = history_from_points(key_points(self._points[where], model))
             if found is not None:
                 return found
@@ -247,13 +254,13 @@ class HybridRoute:
                 if not history.batch_sizes or req.batch_size in history.batch_sizes:
                     continue
                 out.append(self._candidate(ask, m, history))
-            except (RouteMiss, LookupError, ValueError):
+            except JobcastError:  # this model's history cannot be shaped: the next one
                 continue
         return out
 
     def _candidate(self, ask: Ask, m: FittedModel, history: History) -> Candidate:
         req = replace(ask.req, phase=ask.phase, iterations=ask.iterations)
-        f = self._forecast(req, m, history, _plain(req, m, ask.iterations))
+        f = self._forecast(req, m, history, _plain(req, m, _steps(req)))
         f = replace(f, job=ask.req)
         own = owned_by(m, ask.system)
         system = "own" if own else ("other" if ask.system else "any")
@@ -283,7 +290,7 @@ class HybridRoute:
         result = _plain(req, model, ask.iterations)
         try:
             return self._forecast(ask.req, model, self.history(model), result)
-        except (LookupError, ValueError) as exc:
+        except JobcastError as exc:
             raise RouteMiss(f"no hybrid forecast: {exc}") from None
 
     def shape(self, req: JobRequest, batches: list[int], framework: str) -> pd.DataFrame:
@@ -310,22 +317,23 @@ class HybridRoute:
         steps = _steps(req)
         obs = pd.DataFrame([o.__dict__ for o in history.observations])
         framework = self.framework or stack_framework(model.stack, req.framework)
-        batches = sorted({*history.batch_sizes, int(req.batch_size)})
+        batch = _batch(req)
+        batches = sorted({*history.batch_sizes, batch})
         shapes = self.shape(req, batches, framework)
         fit_x = obs.merge(shapes, on="batch_size")
         from sklearn.base import clone
 
-        from jobcast.service.batch_shape import BatchShapeCalibrator
-        cal = clone(self.calibrator) if self.calibrator is not None else BatchShapeCalibrator()
+        from jobcast.service.batch_shape import BatchShapeFit
+        cal = clone(self.calibrator) if self.calibrator is not None else BatchShapeFit()
         cal.fit(fit_x, fit_x["step_seconds"])
-        target = shapes[shapes["batch_size"] == int(req.batch_size)]
+        target = shapes[shapes["batch_size"] == batch]
         out = cal.predict_interval(target).iloc[0]
         const = history.const_seconds
         seconds = const + steps * float(out["seconds"])
         factor = math.exp(float(out["log_half_width"]))
         low, high = seconds / factor, seconds * factor
         if not all(math.isfinite(x) and x > 0 for x in (seconds, low, high)):
-            raise ValueError("the hybrid gave a non-finite or non-positive forecast")
+            raise RouteMiss("the hybrid gave a non-finite or non-positive forecast")
         details = {
             "models": {"end_to_end": model.model_id, "layerwise": LAYERWISE_MODEL},
             "phase": req.phase,
@@ -350,19 +358,28 @@ class HybridRoute:
         }
         return Forecast(job=req, seconds=seconds, low=low, high=high, route=self.name,
                         model=f"{model.model_id}+{LAYERWISE_MODEL}", extrapolated=True,
-                        details=details)
+                        details=details, why=details["why_hybrid"],
+                        parts=ModelParts(end_to_end=model.model_id, layerwise=LAYERWISE_MODEL))
 
 
 def _plain(req: JobRequest, model: FittedModel, iterations: int) -> Forecast:
     """The end-to-end model's own forecast of ``iterations`` steps (what the hybrid scales)."""
-    plain = forecast(model, float(iterations), int(req.batch_size))
+    plain = forecast(model, float(iterations), _batch(req))
     return Forecast(job=req, seconds=plain["seconds"], low=plain["low"], high=plain["high"],
-                    route=Route.END_TO_END, model=model.model_id)
+                    route=Route.END_TO_END, model=model.model_id,
+                    parts=ModelParts(end_to_end=model.model_id))
+
+
+def _batch(req: JobRequest) -> int:
+    """The request's batch size (:class:`RouteMiss` when it gives none)."""
+    if req.batch_size is None:
+        raise RouteMiss("no batch size to shape the history at")
+    return int(req.batch_size)
 
 
 def _steps(req: JobRequest) -> int:
     """Steps of the request (:func:`jobcast.service.candidates.phase_steps`)."""
     steps = phase_steps(req)
     if steps is None:
-        raise ValueError("give iterations, or epochs with dataset_size")
+        raise RouteMiss("give iterations, or epochs with dataset_size")
     return steps

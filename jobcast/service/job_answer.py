@@ -39,9 +39,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleet.deployment import Deployment
-from jobcast.service.candidates import HISTORY_KINDS, job_plan, phase_steps
+from fleet.errors import JobcastError
+from jobcast.service.candidates import job_plan, phase_steps
 from jobcast.service.forecast import Forecast, ForecastFailure
 from jobcast.service.request import JobRequest
+from jobcast.service.route_registry import history_kinds, prices_network
 from models.variant import variant_dict
 
 PHASES = ("train", "test", "gaps")
@@ -60,6 +62,7 @@ class Part:
     steps: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """``{"phase", "seconds", "low", "high", "steps", "source"}``."""
         return {"phase": self.phase, "seconds": self.seconds, "low": self.low,
                 "high": self.high, "steps": self.steps, "source": self.source}
 
@@ -77,8 +80,9 @@ def _train_steps(req: JobRequest) -> int | None:
 
 
 def _evaluation_text(req: JobRequest) -> str:
+    """``"N passes of S samples"``: the evaluations a request gives."""
     passes = job_plan(req).eval_passes()
-    return f"{passes} pass{'es' * (passes != 1)} of {int(req.eval_size):,} samples"
+    return f"{passes} pass{'es' * (passes != 1)} of {int(req.eval_size or 0):,} samples"
 
 
 def compose_job(answer: Forecast, test: Forecast | ForecastFailure | None) -> Forecast:
@@ -100,7 +104,7 @@ def compose_job(answer: Forecast, test: Forecast | ForecastFailure | None) -> Fo
                   "price yours)"
                   if history else "none asked (training only)")
         parts.append(Part("test", own_test, own_test * lf, own_test * hf, source))
-    elif test.ok:
+    elif isinstance(test, Forecast):
         t = test
         source = (f"{t.details.get('candidate', t.route)}: {_evaluation_text(answer.job)}, "
                   f"{t.details.get('pass', 'forward')} ({t.model})")
@@ -169,7 +173,7 @@ def _resolved(f: Forecast) -> dict[str, Any]:
         try:
             parsed = Deployment.parse(req.deployment)
             gpu, devices = parsed.accelerator, parsed.count
-        except ValueError:
+        except JobcastError:
             gpu = req.deployment
     out: dict[str, Any] = {"gpu": gpu or where, "asked_as": where, "devices": devices or 1}
     as_run = d.get("precision_as_run")
@@ -188,14 +192,14 @@ def unused_flags(f: Forecast) -> list[str]:
     (never silently ignored): a stack or variant tags on a layerwise answer, an image size
     or optimizer on a history answer (its runs ran their own)."""
     req, out = f.job, []
-    layerwise = str(f.route).startswith("layerwise")
+    layerwise = prices_network(f.details, str(f.route))
     if layerwise and req.stack:
         out.append(f"--stack {req.stack!r} names history, and none of it answers: the "
                    "layerwise answer prices the network, not a software stack")
     if layerwise and req.tags:
         out.append(f"--tag {req.tags!r} names history, and none of it answers: the "
                    "layerwise answer does not use it")
-    if not layerwise and f.details.get("candidate") in HISTORY_KINDS:
+    if not layerwise and f.details.get("candidate") in history_kinds():
         if req.image_size is not None:
             out.append(f"--image-size {req.image_size}: the history answering ran its own "
                        "input size; only layerwise answers use it")
@@ -218,7 +222,7 @@ def ran_this_batch(f: Forecast) -> bool:
     """Whether the history behind an answer ran the asked batch size on the asked hardware
     (a history candidate with batch relation ``same`` and an exact GPU match)."""
     relation = f.details.get("relation", {})
-    return (f.details.get("candidate") in HISTORY_KINDS and relation.get("batch") == "same"
+    return (f.details.get("candidate") in history_kinds() and relation.get("batch") == "same"
             and relation.get("gpu") == "exact")
 
 

@@ -26,6 +26,7 @@ import math
 from typing import Any
 
 from fleet.deployment import Deployment
+from fleet.errors import JobcastError
 from fleet.framework import stack_framework
 from jobcast.service.request import JobRequest
 from models.e2e import FittedModel, forecast
@@ -41,7 +42,7 @@ def _source(models: list[FittedModel], req: JobRequest, target: Deployment
             continue
         try:
             dep = Deployment.parse(m.deployment)
-        except ValueError:
+        except JobcastError:  # a stored key that names no deployment: not a source
             continue
         if dep.slug == target.slug and dep.count != target.count:
             found.append((abs(math.log2(dep.count / target.count)), -m.last_run_time, m, dep))
@@ -58,7 +59,7 @@ def _network_layers(network: str) -> tuple[list[dict[str, float]], str]:
 
     try:
         net = decompose(network, batch_size=1)
-    except (ValueError, LookupError, ImportError) as exc:
+    except (JobcastError, ImportError) as exc:
         return [], f"network size unknown ({exc}); the step is moved unchanged"
     return [{"ms": float(r.get("flops", 0) or 0), "params": float(r.get("params", 0) or 0)}
             for r in net.rows], ""
@@ -81,9 +82,10 @@ def history_strategy(req: JobRequest, model: FittedModel) -> tuple[str, str]:
 
 def scale_to_count(models: list[FittedModel], req: JobRequest, deployment: str
                    ) -> dict[str, Any] | None:
-    """A forecast dict like :func:`models.e2e.forecast`, or None when no source exists."""
+    """A forecast dict like :func:`models.e2e.forecast`, or None when no source exists;
+    ``scaled_from`` is the source's deployment key and ``source_model`` its model id."""
     from models.scaling import rescale_parallel_step
-    if req.iterations is None:
+    if req.iterations is None or req.batch_size is None:
         return None
     target = Deployment.parse(req.deployment or deployment)
     found = _source(models, req, target)
@@ -110,7 +112,8 @@ def scale_to_count(models: list[FittedModel], req: JobRequest, deployment: str
         "seconds": seconds, "low": min(low, seconds), "high": max(high, seconds), "unit": "s",
         "model": f"{model.model_id}+scaled/x{source.count}-to-x{target.count}",
         "extrapolated": True, "cv_mape": model.estimator.cv_mape_,
-        "scaled_from": model.deployment, "source_step_ms": step_m, "step_ms": step_n,
+        "scaled_from": model.deployment, "source_model": model.model_id,
+        "source_step_ms": step_m, "step_ms": step_n,
         "interconnect": ic.describe(), "assumed": list(ic.assumed),
         "allreduce_ms": got.allreduce_ms, "notes": [n for n in (note,) if n],
         "scaling": {"strategy": got.strategy, "chosen": why, **got.details},

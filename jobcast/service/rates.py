@@ -96,6 +96,8 @@ class RateRoute:
         return runs
 
     def propose(self, ask: Ask) -> list[Candidate]:
+        """The own-rate candidate (the named system's runs), else the fleet-rate one (module
+        rules); none without steps or a batch size."""
         if ask.iterations is None or ask.req.batch_size is None:
             return []
         runs = self.runs_for(ask)
@@ -160,6 +162,10 @@ class RateRoute:
 
     def _candidate(self, ask: Ask, runs: pd.DataFrame, kind: str, system: str
                    ) -> Candidate | None:
+        """The ``kind`` candidate from ``runs`` (None where none of them is usable)."""
+        steps = ask.iterations
+        if steps is None:
+            return None
         fleet = kind == "fleet-rate"
         runs, batch, variant, note = self._pick(ask, runs, fleet)
         runs = runs[self._usable(ask, runs)]
@@ -176,7 +182,7 @@ class RateRoute:
             scale = _spread(by) if len(by) > 1 else _spread(rates)
         else:
             rate, scale = float(np.mean(rates)), _spread(rates)
-        seconds = rate * ask.iterations
+        seconds = rate * steps
         low, high = seconds * math.exp(-scale), seconds * math.exp(scale)
         newest = runs.iloc[-1]
         n_sys = runs["system"].replace("", "unnamed").nunique()
@@ -207,9 +213,10 @@ class RateRoute:
             if newest["variant"] else "")
         its = runs["train_iterations"]
         extrapolated = batch == "other" or not (
-            0.5 * float(its.min()) <= ask.iterations <= 2.0 * float(its.max()))
+            0.5 * float(its.min()) <= steps <= 2.0 * float(its.max()))
         forecast = Forecast(job=ask.req, seconds=seconds, low=low, high=high, route=self.name,
-                            model=model, extrapolated=extrapolated, details=details)
+                            model=model, extrapolated=extrapolated, details=details,
+                            why=reason)
         cand = Candidate(forecast, relation, own_scale(seconds, low, high), reason,
                          tuple(int(r) for r in runs["run_id"]))
         if ask.target == "job":

@@ -113,10 +113,12 @@ class Limit:
     open_low: bool = False
 
     def allows(self, number: float) -> bool:
+        """Whether ``number`` lies within the limit."""
         above = number > self.low if self.open_low else number >= self.low
         return above and number <= self.high
 
     def describe(self) -> str:
+        """The limit as people read it: ``1 .. 4096``, ``more than 0 .. 1e+06``."""
         low = f"more than {self.low:g}" if self.open_low else f"{self.low:g}"
         return f"{low} .. {self.high:g}"
 
@@ -138,16 +140,25 @@ _NOT_A_NAME = re.compile(r"[/\\{}]")  # a path or JSON text, not a network's nam
 _FILE_SUFFIXES = (".json", ".keras", ".h5")
 
 
+UNKNOWN_COLUMN = "unknown_column"  # JobRequestError.problem: a column no Field names
+INVALID_VALUE = "invalid_value"  # JobRequestError.problem: anything else wrong with a request
+
+
 class JobRequestError(ServiceError, ValueError):
     """A job request that cannot be forecast as written; ``field`` names the column at fault
-    and ``row`` the table row (from 0) where known."""
+    and ``row`` the table row (from 0) where known; ``problem`` says what is wrong in a word
+    (:data:`UNKNOWN_COLUMN` or :data:`INVALID_VALUE`), so a caller (the REST server's
+    refusal reason) never reads it out of the message. ``kind`` stays the error family's
+    (``request``)."""
 
     kind: ClassVar[str] = "request"
 
-    def __init__(self, message: str, *, field: str | None = None, row: int | None = None):
+    def __init__(self, message: str, *, field: str | None = None, row: int | None = None,
+                 problem: str = INVALID_VALUE):
         super().__init__(message)
         self.field = field
         self.row = row
+        self.problem = problem
 
     def as_dict(self) -> dict:
         """``{"error", "row", "field"}``: the body of a refused served request."""
@@ -253,7 +264,8 @@ class JobRequest:
                 more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
                 raise JobRequestError(
                     _at(where, f"unknown column(s) {shown}{more}; known: "
-                               f"{', '.join(FIELD_BY_NAME)}"), field=unknown[0][:64])
+                               f"{', '.join(FIELD_BY_NAME)}"), field=unknown[0][:64],
+                    problem=UNKNOWN_COLUMN)
         values = {f.name: _field_value(f, row.get(f.name), where) for f in FIELDS}
         values["network"] = values["network"] or ""  # validate() names it per job
         values["phase"] = str(values["phase"]).lower()
@@ -311,14 +323,24 @@ def _check_limit(name: str, number: float, where: str | None) -> None:
 
 
 def _check_implied_iterations(req: JobRequest, where: str | None) -> None:
-    """The steps of an epochs-based job (epochs x dataset_size / batch_size) stay in range."""
-    if req.epochs is None or req.dataset_size is None or not req.batch_size:
+    """The steps an epochs-based job implies stay in range, as ``models.job.JobPlan`` counts
+    them: training epochs x ceil(dataset_size / batch_size), evaluation passes (one every
+    ``eval_every`` epochs) x ceil(eval_size / batch_size)."""
+    if not req.batch_size or req.epochs is None:
         return
-    steps = req.epochs * req.dataset_size / req.batch_size
-    if steps > MAX_ITERATIONS:
-        raise JobRequestError(_at(where, (
-            f"epochs x dataset_size / batch_size = {steps:.3g} iterations, more than "
-            f"{MAX_ITERATIONS:g}")), field="epochs")
+    if req.dataset_size is not None:
+        steps = req.epochs * math.ceil(req.dataset_size / req.batch_size)
+        if steps > MAX_ITERATIONS:
+            raise JobRequestError(_at(where, (
+                f"epochs x dataset_size / batch_size = {steps:.3g} iterations, more than "
+                f"{MAX_ITERATIONS:g}")), field="epochs")
+    if req.eval_every and req.eval_size:
+        passes = math.floor(min(req.epochs / req.eval_every + 1e-9, 2.0 * MAX_ITERATIONS))
+        steps = passes * math.ceil(req.eval_size / req.batch_size)
+        if steps > MAX_ITERATIONS:
+            raise JobRequestError(_at(where, (
+                f"epochs / eval_every x eval_size / batch_size = {steps:.3g} evaluation "
+                f"iterations, more than {MAX_ITERATIONS:g}")), field="eval_every")
 
 
 def _is_missing(value: Any) -> bool:
@@ -421,13 +443,14 @@ def _csv_requests(path: str | Path, reader: csv.DictReader) -> list[JobRequest |
         )
     unknown = [h for h in header if h not in FIELD_BY_NAME]
     if unknown:
-        raise JobRequestError(f"{path}:1: unknown column(s) {', '.join(unknown)}")
+        raise JobRequestError(f"{path}:1: unknown column(s) {', '.join(unknown)}",
+                              problem=UNKNOWN_COLUMN)
     requests: list[JobRequest | JobRequestError] = []
     for raw in reader:
         where = f"{path}:{reader.line_num}"
         try:
-            if raw.get(None):  # type: ignore[call-overload]
-                raise JobRequestError(f"{where}: {len(raw[None])} value(s) more than the "  # type: ignore[index]
+            if raw.get(None):
+                raise JobRequestError(f"{where}: {len(raw[None])} value(s) more than the "
                                       f"{len(header)} columns of the header")
             row = {k.strip(): v for k, v in raw.items() if k}
             requests.append(JobRequest.from_mapping(row, where=where))

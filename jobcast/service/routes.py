@@ -2,8 +2,8 @@
 
 Every route proposes candidate answers behind one interface
 (:class:`jobcast.service.candidates.Proposer`: ``name``, ``kinds``, ``propose(ask)``); the
-forecaster's registry (``jobcast.service.forecaster.ROUTES``) orders them and the backtest
-selector picks among their candidates. The routes:
+route registry (``jobcast.service.route_registry``: one ``register_route`` call per route)
+orders them and the backtest selector picks among their candidates. The routes:
 
 * :class:`jobcast.service.rates.RateRoute`: the runs' own seconds per iteration.
 * :class:`jobcast.service.e2e_route.EndToEndRoute`: the phase models fitted on the job's own
@@ -12,11 +12,16 @@ selector picks among their candidates. The routes:
   scaled by the key's end-to-end history (where that history lacks the batch size).
 * :class:`LayerwiseRoute`: per-layer predictions summed over the network for one device;
   a deployment of N devices splits the global batch N ways and adds the exposed all-reduce.
-* :class:`CalibratedRoute`: the layerwise forecast scaled by what observed runs of the
-  network (else of other networks) on the same hardware showed (``models.calibration``).
+* :class:`ScaleCalibratedRoute` (formerly ``CalibratedRoute``, still an alias): the
+  layerwise forecast scaled by what observed runs of the network (else of other networks) on
+  the same deployment showed (``models.scale_calibration``). Its route value
+  ``layerwise-calibrated``, the model id ``+calibration/...`` and ``details["calibration"]``
+  keep their names (JSON values); ``details["calibration"]["hardware"]`` is the old name of
+  its ``deployment``, kept for one release.
 
-``LayerwiseRoute.forecast(req, why)`` raises :class:`RouteMiss` (a :class:`LookupError`)
-when it cannot price the job (unknown GPU); ``propose`` then answers no candidate.
+``LayerwiseRoute.forecast(req, why)`` raises :class:`NoLayerwiseForecast` (a
+:class:`RouteMiss`, a :class:`LookupError`) when it cannot price the job (unknown GPU), with
+the reason in ``.reason``; ``propose`` then answers no candidate.
 """
 
 from __future__ import annotations
@@ -28,10 +33,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from fleet.catalog import resolve_gpu
 from fleet.deployment import Deployment, deployment_key
+from fleet.errors import FleetError, JobcastError
 from fleet.framework import parse_framework
 from jobcast.service.candidates import Ask, Candidate, own_scale, phase_steps, to_job
 from jobcast.service.errors import ServiceError
-from jobcast.service.forecast import Forecast, Route
+from jobcast.service.forecast import Forecast, ModelParts, Route
 from jobcast.service.request import JobRequest
 from layerwise.forecast import forecast_network
 from models.job import no_steps_message
@@ -48,6 +54,17 @@ class RouteMiss(ServiceError, LookupError):
     kind: ClassVar[str] = "no_forecast"
 
 
+class NoLayerwiseForecast(RouteMiss):
+    """The layerwise route cannot price the job: ``reason`` says why (e.g. the GPU is not in
+    the catalog), ``why`` why history did not answer either; the message says both."""
+
+    def __init__(self, reason: str, why: str = ""):
+        super().__init__(f"{why}; and no layerwise forecast: {reason}" if why
+                         else f"no layerwise forecast: {reason}")
+        self.reason = reason
+        self.why = why
+
+
 def _details(result: dict) -> dict[str, Any]:
     """A model's result less the fields every Forecast has."""
     return {k: v for k, v in result.items() if k not in _CORE}
@@ -55,7 +72,7 @@ def _details(result: dict) -> dict[str, Any]:
 
 def layerwise_candidate(ask: Ask, f: Forecast) -> Candidate:
     """A layerwise (or calibrated) forecast of the ask as a candidate."""
-    calibrated = f.route is Route.LAYERWISE_CALIBRATED
+    calibrated = f.route == Route.LAYERWISE_CALIBRATED
     runs = int(f.details.get("calibration", {}).get("runs", 0)) if calibrated else 0
     relation = Relation(kind="layerwise-calibrated" if calibrated else "layerwise",
                         target=ask.phase, system="other" if ask.system else "any",
@@ -109,11 +126,13 @@ class LayerwiseRoute:
         device, count = device_for(req)
         try:
             gpu = resolve_gpu(device)
-        except (KeyError, ValueError) as exc:
-            raise RouteMiss(f"{why}; and no layerwise forecast: {exc}") from None
+        except FleetError as exc:  # the catalog does not know it, or cannot read the name
+            raise NoLayerwiseForecast(str(exc), why) from None
         steps = phase_steps(req)
         if steps is None:
             raise RouteMiss(no_steps_message(req.phase))
+        if req.batch_size is None:
+            raise RouteMiss("no batch size to price the network at")
         per_device_batch = max(1, math.ceil(req.batch_size / count))
         training = req.phase != "test" and req.optimizer not in (None, "", "none")
         args = (req.network, gpu.name, per_device_batch, req.optimizer if training else None,
@@ -159,6 +178,8 @@ class LayerwiseRoute:
             route=self.name,
             model=LAYERWISE_MODEL,
             details=details,
+            why=why,
+            parts=ModelParts(layerwise=LAYERWISE_MODEL),
         )
 
 
@@ -195,27 +216,28 @@ def _data_parallel(req: JobRequest, gpu: str, count: int,
 
 def calibrate(plain: Forecast, calibrator: ScaleCalibrator | None) -> Forecast:
     """A layerwise forecast scaled by its calibration factor; unchanged when none applies."""
-    if calibrator is None or plain.route is not Route.LAYERWISE:
+    if calibrator is None or plain.route != Route.LAYERWISE:
         return plain
-    hardware = deployment_key(plain.details["device"], plain.details.get("devices", 1))
-    scale = calibrator.scale_for(plain.job.network, hardware)
+    deployment = deployment_key(plain.details["device"], plain.details.get("devices", 1))
+    scale = calibrator.scale_for(plain.job.network, deployment)
     if scale is None:
         return plain
     calibration = {
         "factor": scale.factor,
         "level": scale.level,
         "runs": scale.runs,
-        "hardware": hardware,
+        "deployment": deployment,
+        "hardware": deployment,  # the old name, for one release
     }
     return plain.scaled(
         scale.factor,
         route=Route.LAYERWISE_CALIBRATED,
-        model=f"{plain.model}+calibration/{scale.level}/{hardware}",
+        model=f"{plain.model}+calibration/{scale.level}/{deployment}",
         details={**plain.details, "calibration": calibration},
     )
 
 
-class CalibratedRoute:
+class ScaleCalibratedRoute:
     """The layerwise route, scaled by observed runs where a factor applies."""
 
     name = Route.LAYERWISE_CALIBRATED
@@ -243,21 +265,24 @@ class CalibratedRoute:
 
     def has_own_runs(self, req: JobRequest) -> bool:
         """Whether this network's own runs on this hardware give a factor (cheap check)."""
-        from models.calibration import network_key
+        from models.scale_calibration import network_key
         if self.calibrator is None:
             return False
         try:
             device, count = device_for(req)
-            hardware = deployment_key(resolve_gpu(device).name, count)
-        except (LookupError, ValueError):
+            deployment = deployment_key(resolve_gpu(device).name, count)
+        except JobcastError:
             return False
-        return (network_key(req.network), hardware) in self.calibrator.pairs_
+        return (network_key(req.network), deployment) in self.calibrator.pairs_
 
+
+CalibratedRoute = ScaleCalibratedRoute  # deprecated name, for one release
 
 from jobcast.service.e2e_route import EndToEndRoute  # noqa: E402  (re-exported: older imports)
 
 if TYPE_CHECKING:
-    from models.calibration import ScaleCalibrator
+    from models.scale_calibration import ScaleCalibrator
 
-__all__ = ["CalibratedRoute", "EndToEndRoute", "LayerwiseRoute", "RouteMiss", "calibrate",
+__all__ = ["CalibratedRoute", "EndToEndRoute", "LayerwiseRoute", "NoLayerwiseForecast",
+           "RouteMiss", "ScaleCalibratedRoute", "calibrate",
            "device_for", "layerwise_candidate"]

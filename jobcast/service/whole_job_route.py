@@ -43,11 +43,14 @@ class WholeJobRoute:
         self._runs: list[Any] | None = None
 
     def runs(self) -> list[Any]:
+        """The store's whole-job runs (read once; none without a store)."""
         if self._runs is None:
             self._runs = whole_job_runs(self.store) if self.store is not None else []
         return self._runs
 
     def propose(self, ask: Ask) -> list[Candidate]:
+        """The whole-job candidate of a named system's recurring job on the asked deployment
+        (module rules); none when the ask is not a whole job of a named system."""
         if ask.target != "job" or not ask.system or not ask.deployment or not self.runs():
             return []
         from models.whole_job import WholeJobMiss, whole_job_candidate
@@ -59,7 +62,7 @@ class WholeJobRoute:
         f = Forecast(job=ask.req, seconds=found.seconds, low=found.low, high=found.high,
                      route=self.name, model=found.model,
                      details={"chosen": reason, "whole_job": found.to_dict(),
-                              "evidence": {"runs": found.n_runs}})
+                              "evidence": {"runs": found.n_runs}}, why=reason)
         relation = Relation(kind="whole-job", target="job", system="own", batch="same",
                             variant="unstated", stack="none", runs=runs_bucket(found.n_runs),
                             gpu="exact", age=ask.age(_newest(self.runs(), ask.system)),

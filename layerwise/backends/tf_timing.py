@@ -16,7 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 from fleet.quiet_tf import quiet_import
-from layerwise.backends.base import Backend, TimingPlan, adapt_runs, check_precision, summarise
+from layerwise.backends.base import (
+    Backend,
+    BackendError,
+    TimingPlan,
+    adapt_runs,
+    check_precision,
+    summarise,
+)
 from layerwise.kinds import get_kind as get_layer
 
 # --------------------------------------------------------------------------- optimizers
@@ -52,7 +59,7 @@ def _make_step(tf: Any, keras: Any, row: dict, grad_input: bool,
         return forward, (layer_input,)
 
     if optimizer_name not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer_name!r}")
+        raise BackendError(f"unknown optimizer {optimizer_name!r}")
     optimizer = OPTIMIZERS[optimizer_name](keras)
     variables = list(layer.trainable_variables)
     if variables:
@@ -98,7 +105,7 @@ def time_config(row: dict, device: str = "cpu", plan: TimingPlan | None = None) 
     keras = quiet_import("keras")
     tf = quiet_import("tensorflow")
 
-    from layerwise.hardware import tf_device_string
+    from layerwise.local_device import tf_device_string
 
     plan = plan or TimingPlan()
     check_precision(BACKEND, row.get("precision", 32))
@@ -122,7 +129,7 @@ def time_config(row: dict, device: str = "cpu", plan: TimingPlan | None = None) 
 
 def detect(device: str) -> dict:
     """``device``, ``gpu``, ``hw_*`` and ``sw_*`` columns of a TensorFlow device."""
-    from layerwise.hardware import detect_device
+    from layerwise.local_device import detect_device
 
     return detect_device(device)
 

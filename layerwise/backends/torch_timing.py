@@ -22,7 +22,15 @@ import subprocess
 import time
 from typing import Any
 
-from layerwise.backends.base import Backend, TimingPlan, adapt_runs, check_precision, summarise
+from layerwise.backends.base import (
+    Backend,
+    BackendError,
+    TimingPlan,
+    adapt_runs,
+    check_precision,
+    summarise,
+)
+from layerwise.errors import DeviceError
 from layerwise.kinds import get_kind
 from layerwise.kinds.torch_ops import activation_dtype
 
@@ -38,14 +46,14 @@ OPTIMIZERS = {
 
 def torch_device(torch: Any, device: str) -> Any:
     """``cpu`` / ``gpu`` / ``gpu:N`` as a ``torch.device`` (clear error for a missing GPU)."""
-    from layerwise.hardware import parse_device
+    from layerwise.local_device import parse_device
 
     kind, index = parse_device(device)
     if kind == "cpu":
         return torch.device("cpu")
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if index >= count:
-        raise ValueError(f"device {device!r}: PyTorch sees {count} CUDA GPU(s)")
+        raise DeviceError(f"device {device!r}: PyTorch sees {count} CUDA GPU(s)")
     return torch.device("cuda", index)
 
 
@@ -84,7 +92,7 @@ def make_call(torch: Any, row: dict, dev: Any, plan: TimingPlan) -> Any:
 
         return forward
     if optimizer_name not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer_name!r}")
+        raise BackendError(f"unknown optimizer {optimizer_name!r}")
     module.train()
     params = [p for p in module.parameters() if p.requires_grad]
     if plan.grad_input or not params:
@@ -178,7 +186,7 @@ def detect(device: str) -> dict:
     """``device``, ``gpu``, ``hw_*`` and ``sw_*`` columns of a PyTorch device."""
     import torch
 
-    from layerwise.hardware import cpu_features, gpu_features, parse_device
+    from layerwise.local_device import cpu_features, gpu_features, parse_device
 
     dev = torch_device(torch, device)
     kind, index = parse_device(device)

@@ -70,6 +70,7 @@ def build(out: Path, max_iter: int = 400, justus_rows: int = 0,
 
 
 def main() -> None:
+    """Command line: build the shipped predictor (``--help`` lists the options)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--max-iter", type=int, default=400)

@@ -163,6 +163,8 @@ class FeatureComposition(BaseEstimator):
         return core + math.exp(theta["base"])
 
     def fit(self, X: pd.DataFrame, y: Any, residuals: Any = None) -> FeatureComposition:
+        """Fit the composition on whole networks (as :meth:`Composition.fit`); returns
+        ``self``."""
         from scipy.optimize import least_squares
 
         y = np.asarray(y, float)

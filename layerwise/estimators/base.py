@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
@@ -29,16 +30,32 @@ class Estimator(BaseEstimator):
         return asdict(self)
 
     def fit(self, X: pd.DataFrame, y_log: np.ndarray, gpu: np.ndarray) -> Estimator:
+        """Learn log time (ms) ``y_log`` from the feature frame ``X`` of rows run on ``gpu``
+        (one name per row); returns ``self``."""
         raise NotImplementedError
 
     def predict(self, X: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
+        """Log time (ms) of each row of ``X`` on its ``gpu``; raises when not fitted."""
         raise NotImplementedError
 
-    def calibration_params(self) -> dict[str, Any]:
-        """Hyper-parameter overrides for the extra fits that calibrate unseen-device intervals."""
+    def interval_refit_params(self) -> dict[str, Any]:
+        """Hyper-parameter overrides for the leave-one-device-out refits that give the interval
+        of unseen devices (none by default). A subclass that still overrides the deprecated
+        :meth:`calibration_params` is honoured, with a :class:`FutureWarning`."""
+        if type(self).calibration_params is not Estimator.calibration_params:
+            warnings.warn(f"{type(self).__name__}.calibration_params is deprecated; override "
+                          "interval_refit_params", FutureWarning, stacklevel=2)
+            return self.calibration_params()
         return {}
 
+    def calibration_params(self) -> dict[str, Any]:
+        """Deprecated name of :meth:`interval_refit_params`."""
+        warnings.warn("Estimator.calibration_params is deprecated; use interval_refit_params",
+                      FutureWarning, stacklevel=2)
+        return self.interval_refit_params()
+
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The fitted model as ``(json-able dict, dict of numpy arrays)``, no pickles."""
         raise NotImplementedError
 
     def _load_state(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
@@ -57,5 +74,6 @@ class Estimator(BaseEstimator):
 
 
 def check_fitted(est: Estimator, attr: str) -> None:
+    """Raise ``RuntimeError`` naming the estimator when its fitted ``attr`` is unset."""
     if getattr(est, attr, None) is None:
         raise RuntimeError(f"{type(est).__name__} is not fitted; call fit() first")

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+from typing_extensions import override
 
 from layerwise.estimators.base import OFFSET, Estimator, check_fitted
 from layerwise.features import (
@@ -72,6 +73,7 @@ class GbtEstimator(Estimator):
         model.fit(X.to_numpy(np.float64), y)
         return Forest.from_sklearn(model)
 
+    @override
     def fit(self, X: pd.DataFrame, y_log: np.ndarray, gpu: np.ndarray) -> GbtEstimator:
         y_log = np.asarray(y_log, dtype=np.float64)
         self.feature_names_ = list(X.columns)
@@ -86,6 +88,7 @@ class GbtEstimator(Estimator):
             )
         return self
 
+    @override
     def predict(self, X: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
         check_fitted(self, "forest_")
         known = (known_device(X, self.signatures_) if self.transfer_forest_ is not None
@@ -103,6 +106,7 @@ class GbtEstimator(Estimator):
             )
         return out
 
+    @override
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         check_fitted(self, "forest_")
         meta: dict[str, Any] = {
@@ -132,7 +136,7 @@ class GbtEstimator(Estimator):
                 pick("transfer_"), meta["transfer_baseline"], meta["transfer_depth"])
             self.transfer_features_ = list(meta["transfer_features"])
 
-    def calibration_params(self) -> dict[str, Any]:
+    def interval_refit_params(self) -> dict[str, Any]:
         """Overrides for fits that only serve unseen devices: the known forest is unused."""
         return {"max_iter": 1}
 

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
+from typing_extensions import override
 
 from fleet.names import lookup_key
 from layerwise.estimators.base import Estimator, check_fitted
@@ -54,6 +55,7 @@ class PaleoLinearEstimator(Estimator):
     floor_ms: float = 1e-4
 
 
+    @override
     def fit(self, X: pd.DataFrame, y_log: np.ndarray, gpu: np.ndarray) -> PaleoLinearEstimator:
         A = design_matrix(X)
         t = np.exp(np.asarray(y_log, dtype=float))
@@ -66,6 +68,7 @@ class PaleoLinearEstimator(Estimator):
         self.coef_ = coef
         return self
 
+    @override
     def predict(self, X: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
         check_fitted(self, "coef_")
         A = design_matrix(X)
@@ -81,6 +84,7 @@ class PaleoLinearEstimator(Estimator):
         check_fitted(self, "coef_")
         return pd.DataFrame(self.coef_, index=list(TERMS)).T
 
+    @override
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         check_fitted(self, "coef_")
         keys = list(self.coef_)

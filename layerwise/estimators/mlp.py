@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+from typing_extensions import override
 
 from fleet.quiet_tf import quiet_import
 from layerwise.estimators.base import OFFSET, Estimator, check_fitted
@@ -85,6 +86,7 @@ class MlpEstimator(Estimator):
         out = layers.Dense(1, name="out")(h)
         return keras.Model(inputs, out)
 
+    @override
     def fit(self, X: pd.DataFrame, y_log: np.ndarray, gpu: np.ndarray) -> MlpEstimator:
         keras = quiet_import("keras")
 
@@ -140,11 +142,13 @@ class MlpEstimator(Estimator):
                 h = _relu(h @ kernel + bias)
         return (h @ w_out + b_out)[:, 0]
 
+    @override
     def predict(self, X: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
         check_fitted(self, "weights_")
         z = self._forward(self._prepare(X)).astype(np.float64)
         return z * self.y_scale_ + self.y_mean_ + X[OFFSET].to_numpy()
 
+    @override
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         check_fitted(self, "weights_")
         meta = {

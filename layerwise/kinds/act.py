@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from typing_extensions import override
 
 import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, act_check, elements
@@ -30,19 +31,24 @@ class Activation(PlaneKind):
     keras_classes = ("Activation", *CLASS_ACTIVATIONS)
     spec_types = ("act",)
 
+    @override
     def draw(self, rng: np.random.Generator, space: FeatureSpace) -> dict[str, Any]:
         return {**super().draw(rng, space), "activation": draw_choice(rng, ACTIVATIONS[1:])}
 
+    @override
     def problems(self, row: Row) -> list[str]:
         return super().problems(row) + act_check(row)
 
+    @override
     def forward_flops(self, row: Row, shape: tuple[int, ...]) -> float:
         return elements(row, shape)
 
+    @override
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.Activation(str(row["activation"]))
 
 
+    @override
     def build_torch(self, torch: Any, row: Row) -> Any:
         return torch_ops.activation(torch, str(row["activation"]))
 
@@ -67,6 +73,7 @@ class Activation(PlaneKind):
             return ctx.view("linear activation: no computation")
         return None
 
+    @override
     def spec_layer(self, entry: Mapping[str, Any], name: str, x: tuple, at: str) -> NetLayer:
         act = str(entry.get("activation", "relu"))
         if act not in ACTIVATION_COST:
@@ -74,5 +81,6 @@ class Activation(PlaneKind):
                                    f"{', '.join(ACTIVATION_COST)}")
         return NetLayer(name, "Activation", [x], x, {"activation": act})
 
+    @override
     def keras_layer(self, keras: Any, layer: NetLayer) -> Any:
         return keras.layers.Activation(layer.config.get("activation", "linear"), name=layer.name)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from typing_extensions import override
+
 import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, elements
 from layerwise.kinds.mapping import plane_params
@@ -20,13 +22,16 @@ class Add(PlaneKind):
     keras_classes = ("Add", "Subtract")
     spec_types = ("add",)
 
+    @override
     def forward_flops(self, row: Row, shape: tuple[int, ...]) -> float:
         return elements(row, shape)
 
+    @override
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.Add()
 
 
+    @override
     def build_torch(self, torch: Any, row: Row) -> Any:
         return torch_ops.lambda_module(torch, lambda a, b: a + b)
 
@@ -38,8 +43,10 @@ class Add(PlaneKind):
             return None
         return [ctx.known(self.name, params, in_shape=out)]
 
+    @override
     def spec_layer(self, entry: Mapping[str, Any], name: str, x: tuple, at: str) -> NetLayer:
         return NetLayer(name, "Add", [x, x], x, {})
 
+    @override
     def keras_layer(self, keras: Any, layer: NetLayer) -> Any:
         return keras.layers.Add(name=layer.name)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from typing_extensions import override
 
 import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import Row, RowContext, elem_bytes
@@ -61,9 +62,11 @@ class Concat(PlaneKind):
     floor_values = {"channels_in": 2, "n_inputs": 2}
     keras_classes = ("Concatenate",)
 
+    @override
     def draw(self, rng: np.random.Generator, space: FeatureSpace) -> dict[str, Any]:
         return {**super().draw(rng, space), "n_inputs": draw_int(rng, INPUTS_RANGE)}
 
+    @override
     def problems(self, row: Row) -> list[str]:
         problems = super().problems(row)
         n = int(row["n_inputs"])
@@ -80,6 +83,7 @@ class Concat(PlaneKind):
         first = -(-int(row["channels_in"]) // max(1, int(row["n_inputs"])))
         return (int(row["batchsize"]), m, m, first)
 
+    @override
     def forward_flops(self, row: Row, shape: tuple[int, ...]) -> float:
         return 0.0
 
@@ -87,11 +91,13 @@ class Concat(PlaneKind):
         """All inputs together: the output's element count."""
         return float(np.prod(self.output_shape(row), dtype=float)) * elem_bytes(row)
 
+    @override
     def build(self, keras: Any, row: Row) -> Any:
         return _concat_layer(keras, split_channels(int(row["channels_in"]),
                                                    int(row["n_inputs"]))[1:])
 
 
+    @override
     def build_torch(self, torch: Any, row: Row) -> Any:
         return torch_ops.concat_module(
             torch, row, split_channels(int(row["channels_in"]), int(row["n_inputs"]))[1:])

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from typing_extensions import override
 
 import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, act_check, act_flops
@@ -74,17 +75,21 @@ class Conv(WindowKind):
     keras_classes = ("Conv2D",)
     spec_types = ("conv",)
 
+    @override
     def draw(self, rng: np.random.Generator, space: FeatureSpace) -> dict[str, Any]:
         return draw_conv(rng, space)
 
+    @override
     def problems(self, row: Row) -> list[str]:
         return window_check(row) + act_check(row)
 
+    @override
     def forward_flops(self, row: Row, shape: tuple[int, ...]) -> float:
         out = float(np.prod(shape, dtype=float))
         k, cin = int(row["kernelsize"]), int(row["channels_in"])
         return 2.0 * out * k * k * cin + bias_flops(row, out) + act_flops(row, out)
 
+    @override
     def forward_macs(self, row: Row, shape: tuple[int, ...]) -> float:
         k = int(row["kernelsize"])
         return float(np.prod(shape, dtype=float) * (k * k * int(row["channels_in"])))
@@ -95,10 +100,12 @@ class Conv(WindowKind):
         k = int(row["kernelsize"])
         return int(row["batchsize"]) * side * side, cout, k * k * int(row["channels_in"])
 
+    @override
     def weights(self, row: Row) -> int:
         k, cin, cout = int(row["kernelsize"]), int(row["channels_in"]), int(row["channels_out"])
         return k * k * cin * cout + (cout if as_bool(row.get("use_bias", True)) else 0)
 
+    @override
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.Conv2D(
             int(row["channels_out"]), int(row["kernelsize"]), strides=int(row["strides"]),
@@ -107,9 +114,11 @@ class Conv(WindowKind):
         )
 
 
+    @override
     def build_torch(self, torch: Any, row: Row) -> Any:
         return torch_ops.conv_module(torch, row)
 
+    @override
     def from_keras(self, ctx: RowContext) -> list[dict] | None:
         cfg, x, out = ctx.layer.config, ctx.layer.x, ctx.layer.out_shape
         act = ctx.activation(str(cfg.get("activation", "linear")))
@@ -135,6 +144,7 @@ class Conv(WindowKind):
                                       "use_bias": bool(cfg.get("use_bias", True)),
                                       "activation": act})]
 
+    @override
     def spec_layer(self, entry: Mapping[str, Any], name: str, x: tuple, at: str) -> NetLayer:
         cfg = spec_conv_config(entry, x, at, self.name)
         side, (k, _) = cfg.pop("side"), cfg["kernel_size"]
@@ -142,6 +152,7 @@ class Conv(WindowKind):
         return NetLayer(name, "Conv2D", [x], (side, side, f), cfg,
                         k * k * x[2] * f + (f if cfg["use_bias"] else 0))
 
+    @override
     def keras_layer(self, keras: Any, layer: NetLayer) -> Any:
         cfg = layer.config
         return keras.layers.Conv2D(layer.out_shape[-1], cfg["kernel_size"], cfg["strides"],

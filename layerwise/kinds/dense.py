@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from typing_extensions import override
 
 import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import LayerKind, NetLayer, Row, RowContext, act_check, act_flops
@@ -25,6 +26,7 @@ class Dense(LayerKind):
     keras_classes = ("Dense",)
     spec_types = ("dense",)
 
+    @override
     def draw(self, rng: np.random.Generator, space: FeatureSpace) -> dict[str, Any]:
         return {
             "batchsize": draw_int(rng, space.batchsize),
@@ -33,6 +35,7 @@ class Dense(LayerKind):
             "activation": draw_choice(rng, ACTIVATIONS),
         }
 
+    @override
     def problems(self, row: Row) -> list[str]:
         problems = act_check(row)
         for col in ("batchsize", "dim_input", "dim_output"):
@@ -40,16 +43,20 @@ class Dense(LayerKind):
                 problems.append(f"{col} {row[col]} < 1")
         return problems
 
+    @override
     def input_shape(self, row: Row) -> tuple[int, ...]:
         return (int(row["batchsize"]), int(row["dim_input"]))
 
+    @override
     def output_shape(self, row: Row) -> tuple[int, ...]:
         return (int(row["batchsize"]), int(row["dim_output"]))
 
+    @override
     def forward_flops(self, row: Row, shape: tuple[int, ...]) -> float:
         out = float(np.prod(shape, dtype=float))
         return 2.0 * out * int(row["dim_input"]) + bias_flops(row, out) + act_flops(row, out)
 
+    @override
     def forward_macs(self, row: Row, shape: tuple[int, ...]) -> float:
         return float(int(row["batchsize"]) * int(row["dim_input"]) * int(row["dim_output"]))
 
@@ -57,10 +64,12 @@ class Dense(LayerKind):
         """M = batch, N = outputs, K = inputs."""
         return int(row["batchsize"]), int(row["dim_output"]), int(row["dim_input"])
 
+    @override
     def weights(self, row: Row) -> int:
         din, dout = int(row["dim_input"]), int(row["dim_output"])
         return din * dout + (dout if as_bool(row.get("use_bias", True)) else 0)
 
+    @override
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.Dense(
             int(row["dim_output"]), activation=keras_activation(row),
@@ -68,6 +77,7 @@ class Dense(LayerKind):
         )
 
 
+    @override
     def build_torch(self, torch: Any, row: Row) -> Any:
         return torch_ops.dense_module(torch, row)
 
@@ -83,6 +93,7 @@ class Dense(LayerKind):
                                       "activation": act,
                                       "use_bias": bool(cfg.get("use_bias", True))})]
 
+    @override
     def spec_layer(self, entry: Mapping[str, Any], name: str, x: tuple, at: str) -> NetLayer:
         if len(x) != 1:
             raise NetworkSpecError(f"{at}: dense needs a flat input (add a flatten or "
@@ -93,6 +104,7 @@ class Dense(LayerKind):
                                                    "use_bias": bias},
                         x[0] * u + (u if bias else 0))
 
+    @override
     def keras_layer(self, keras: Any, layer: NetLayer) -> Any:
         cfg = layer.config
         return keras.layers.Dense(layer.out_shape[0], activation=cfg.get("activation", "linear"),

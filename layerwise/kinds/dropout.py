@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing_extensions import override
+
 import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, elements
 from layerwise.kinds.mapping import plane_params
@@ -38,13 +40,16 @@ class Dropout(PlaneKind):
     description = "Dropout / SpatialDropout2D in a training step"
     keras_classes = ("Dropout", "SpatialDropout2D")
 
+    @override
     def forward_flops(self, row: Row, shape: tuple[int, ...]) -> float:
         return DROPOUT_FLOPS_PER_ELEMENT * elements(row, shape)
 
+    @override
     def build(self, keras: Any, row: Row) -> Any:
         return _always_dropout(keras, BENCH_RATE)
 
 
+    @override
     def build_torch(self, torch: Any, row: Row) -> Any:
         return torch_ops.lambda_module(
             torch, lambda x: torch.nn.functional.dropout(x, BENCH_RATE, training=True))

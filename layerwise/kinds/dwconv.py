@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from typing_extensions import override
 
 import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, act_check, act_flops
@@ -35,27 +36,33 @@ class DepthwiseConv(WindowKind):
     keras_classes = ("DepthwiseConv2D", "SeparableConv2D")
     spec_types = ("dwconv",)
 
+    @override
     def draw(self, rng: np.random.Generator, space: FeatureSpace) -> dict[str, Any]:
         row = draw_conv(rng, space)  # same draws as conv, so configurations stay comparable
         del row["channels_out"]
         return row
 
+    @override
     def problems(self, row: Row) -> list[str]:
         return window_check(row) + act_check(row)
 
+    @override
     def forward_flops(self, row: Row, shape: tuple[int, ...]) -> float:
         out = float(np.prod(shape, dtype=float))
         k = int(row["kernelsize"])
         return 2.0 * out * k * k + bias_flops(row, out) + act_flops(row, out)
 
+    @override
     def forward_macs(self, row: Row, shape: tuple[int, ...]) -> float:
         k = int(row["kernelsize"])
         return float(np.prod(shape, dtype=float) * (k * k))
 
+    @override
     def weights(self, row: Row) -> int:
         k, c = int(row["kernelsize"]), int(row["channels_in"])
         return k * k * c + (c if as_bool(row.get("use_bias", True)) else 0)
 
+    @override
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.DepthwiseConv2D(
             int(row["kernelsize"]), strides=int(row["strides"]), padding=str(row["padding"]),
@@ -63,6 +70,7 @@ class DepthwiseConv(WindowKind):
         )
 
 
+    @override
     def build_torch(self, torch: Any, row: Row) -> Any:
         return torch_ops.conv_module(torch, row, groups=True)
 
@@ -94,12 +102,14 @@ class DepthwiseConv(WindowKind):
         dw["name"], pw["name"] = f"{ctx.layer.name}/depthwise", f"{ctx.layer.name}/pointwise"
         return [dw, pw]
 
+    @override
     def spec_layer(self, entry: Mapping[str, Any], name: str, x: tuple, at: str) -> NetLayer:
         cfg = spec_conv_config(entry, x, at, self.name)
         side, (k, _) = cfg.pop("side"), cfg["kernel_size"]
         return NetLayer(name, "DepthwiseConv2D", [x], (side, side, x[2]), cfg,
                         k * k * x[2] + (x[2] if cfg["use_bias"] else 0))
 
+    @override
     def keras_layer(self, keras: Any, layer: NetLayer) -> Any:
         cfg = layer.config
         return keras.layers.DepthwiseConv2D(cfg["kernel_size"], cfg["strides"], cfg["padding"],

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from typing_extensions import override
+
 from layerwise.kinds.base import NetLayer, Row, RowContext, elements
 from layerwise.kinds.mapping import plane_params
 from layerwise.kinds.plane import PlaneKind
@@ -37,16 +39,20 @@ class LayerNorm(PlaneKind):
     keras_classes = ("LayerNormalization",)
     spec_types = ("ln",)
 
+    @override
     def forward_flops(self, row: Row, shape: tuple[int, ...]) -> float:
         return LN_FLOPS_PER_ELEMENT * elements(row, shape)
 
+    @override
     def weights(self, row: Row) -> int:
         return 2 * int(row["channels_in"])
 
+    @override
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.LayerNormalization(axis=-1)
 
 
+    @override
     def build_torch(self, torch: Any, row: Row) -> Any:
         return torch.nn.LayerNorm(int(row["channels_in"]))
 
@@ -66,8 +72,10 @@ class LayerNorm(PlaneKind):
             row["params"] = int(ctx.layer.params)
         return [row]
 
+    @override
     def spec_layer(self, entry: Mapping[str, Any], name: str, x: tuple, at: str) -> NetLayer:
         return NetLayer(name, "LayerNormalization", [x], x, {"axis": -1}, 2 * x[-1])
 
+    @override
     def keras_layer(self, keras: Any, layer: NetLayer) -> Any:
         return keras.layers.LayerNormalization(axis=-1, name=layer.name)

@@ -26,6 +26,14 @@ class NetworkSpecError(LayerwiseError, ValueError):
     kind: ClassVar[str] = "network_spec"
 
 
+class UnknownNetworkError(NetworkSpecError):
+    """A network name that no shipped zoo (Keras or torchvision) and no ``keras.applications``
+    model knows; the message names close names. Still a :class:`NetworkSpecError` and a
+    ``ValueError`` for the callers that catch those."""
+
+    kind: ClassVar[str] = "unknown_network"
+
+
 def shape_text(shape: tuple) -> str:
     """``(7, 7, 64)`` -> ``7x7x64``."""
     return "x".join(str(int(d)) for d in shape)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from typing_extensions import override
 
 from layerwise.kinds.base import NetLayer, Row, RowContext
 from layerwise.kinds.mapping import NetworkSpecError, need_image, square
@@ -43,27 +44,33 @@ class ZeroPad(PlaneKind):
     keras_classes = ("ZeroPadding2D",)
     spec_types = ("pad",)
 
+    @override
     def draw(self, rng: np.random.Generator, space: FeatureSpace) -> dict[str, Any]:
         return {**super().draw(rng, space), "padding_px": draw_int(rng, PAD_RANGE)}
 
+    @override
     def problems(self, row: Row) -> list[str]:
         problems = super().problems(row)
         if int(row["padding_px"]) < 1:
             problems.append(f"padding_px {row['padding_px']} < 1")
         return problems
 
+    @override
     def output_shape(self, row: Row) -> tuple[int, ...]:
         b, m, _, c = self.input_shape(row)
         side = m + 2 * int(row["padding_px"])
         return (b, side, side, c)
 
+    @override
     def forward_flops(self, row: Row, shape: tuple[int, ...]) -> float:
         return 0.0
 
+    @override
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.ZeroPadding2D(int(row["padding_px"]))
 
 
+    @override
     def build_torch(self, torch: Any, row: Row) -> Any:
         return torch.nn.ZeroPad2d(int(row["padding_px"]))
 
@@ -79,6 +86,7 @@ class ZeroPad(PlaneKind):
             return ctx.view("zero padding of 0 pixels: no computation")
         return [ctx.known(self.name, {"matsize": x[0], "channels_in": x[-1], "padding_px": p})]
 
+    @override
     def spec_layer(self, entry: Mapping[str, Any], name: str, x: tuple, at: str) -> NetLayer:
         need_image("pad", x, at)
         p = int(entry.get("pad", 1))
@@ -87,5 +95,6 @@ class ZeroPad(PlaneKind):
         return NetLayer(name, "ZeroPadding2D", [x], (x[0] + 2 * p, x[1] + 2 * p, x[2]),
                         {"padding": ((p, p), (p, p))})
 
+    @override
     def keras_layer(self, keras: Any, layer: NetLayer) -> Any:
         return keras.layers.ZeroPadding2D(layer.config["padding"], name=layer.name)

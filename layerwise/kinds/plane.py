@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+from typing_extensions import override
 
 from layerwise.kinds.base import LayerKind, Row
 from layerwise.kinds.space import FeatureSpace, draw_int
@@ -25,17 +26,21 @@ def draw_plane(rng: np.random.Generator, sp: FeatureSpace) -> dict[str, Any]:
 class PlaneKind(LayerKind):
     """An element-wise kind: output shape = input shape, all sizes >= 1."""
 
-    columns = ("batchsize", "matsize", "channels_in")
+    columns: ClassVar[tuple[str, ...]] = ("batchsize", "matsize", "channels_in")
 
+    @override
     def draw(self, rng: np.random.Generator, space: FeatureSpace) -> dict[str, Any]:
         return draw_plane(rng, space)
 
+    @override
     def problems(self, row: Row) -> list[str]:
         return [f"{c} {row[c]} < 1" for c in ("batchsize", "matsize", "channels_in")
                 if int(row[c]) < 1]
 
+    @override
     def input_shape(self, row: Row) -> tuple[int, ...]:
         return spatial_in(row)
 
+    @override
     def output_shape(self, row: Row) -> tuple[int, ...]:
         return spatial_in(row)

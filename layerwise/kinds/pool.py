@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from typing_extensions import override
 
 import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import LayerKind, NetLayer, Row, RowContext, elements
@@ -29,6 +30,7 @@ class Pool(WindowKind):
     keras_classes = ("MaxPooling2D", "AveragePooling2D", *GLOBAL_CLASSES)
     spec_types = ("pool", "global_pool")
 
+    @override
     def draw(self, rng: np.random.Generator, space: FeatureSpace) -> dict[str, Any]:
         row = draw_window(rng, space, space.pool_kernelsize)
         return {
@@ -41,15 +43,18 @@ class Pool(WindowKind):
             "pool_type": draw_choice(rng, POOL_TYPES),
         }
 
+    @override
     def problems(self, row: Row) -> list[str]:
         problems = window_check(row)
         if str(row["pool_type"]) not in POOL_TYPES:
             problems.append(f"pool_type {row['pool_type']!r} not in {POOL_TYPES}")
         return problems
 
+    @override
     def forward_flops(self, row: Row, shape: tuple[int, ...]) -> float:
         return elements(row, shape) * int(row["kernelsize"]) ** 2
 
+    @override
     def build(self, keras: Any, row: Row) -> Any:
         cls = keras.layers.MaxPooling2D if row["pool_type"] == "max" \
             else keras.layers.AveragePooling2D
@@ -57,6 +62,7 @@ class Pool(WindowKind):
                    padding=str(row["padding"]))
 
 
+    @override
     def build_torch(self, torch: Any, row: Row) -> Any:
         return torch_ops.pool_module(torch, row)
 
@@ -81,6 +87,7 @@ class Pool(WindowKind):
                                       "channels_in": x[-1],
                                       "pool_type": "max" if cls.startswith("Max") else "avg"})]
 
+    @override
     def spec_layer(self, entry: Mapping[str, Any], name: str, x: tuple, at: str) -> NetLayer:
         kind = entry["type"]
         need_image(kind, x, at)
@@ -96,6 +103,7 @@ class Pool(WindowKind):
         return NetLayer(name, cls, [x], (side, side, x[2]),
                         {"pool_size": (k, k), "strides": (s, s), "padding": pad})
 
+    @override
     def keras_layer(self, keras: Any, layer: NetLayer) -> Any:
         if layer.cls in GLOBAL_CLASSES:
             return getattr(keras.layers, layer.cls)(name=layer.name)

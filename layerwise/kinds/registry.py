@@ -7,6 +7,7 @@ layout, so new kinds are registered after the existing ones.
 
 from __future__ import annotations
 
+from layerwise.errors import UnknownLayerKindError
 from layerwise.kinds.base import LayerKind
 
 KINDS: dict[str, LayerKind] = {}
@@ -39,7 +40,8 @@ def get_kind(name: str) -> LayerKind:
     try:
         return KINDS[name]
     except KeyError:
-        raise ValueError(f"unknown layer type {name!r}; known: {', '.join(KINDS)}") from None
+        raise UnknownLayerKindError(f"unknown layer type {name!r}; known: {', '.join(KINDS)}"
+                                    ) from None
 
 
 def kind_for_keras(cls: str) -> LayerKind | None:

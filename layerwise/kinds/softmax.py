@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from typing_extensions import override
+
 import layerwise.kinds.torch_ops as torch_ops
 from layerwise.kinds.base import NetLayer, Row, RowContext, elements
 from layerwise.kinds.ln import last_axis_only
@@ -29,13 +31,16 @@ class Softmax(PlaneKind):
     keras_classes = ("Softmax",)
     spec_types = ("softmax",)
 
+    @override
     def forward_flops(self, row: Row, shape: tuple[int, ...]) -> float:
         return SOFTMAX_FLOPS_PER_ELEMENT * elements(row, shape)
 
+    @override
     def build(self, keras: Any, row: Row) -> Any:
         return keras.layers.Softmax(axis=-1)
 
 
+    @override
     def build_torch(self, torch: Any, row: Row) -> Any:
         return torch_ops.lambda_module(torch, lambda x: torch.softmax(x, dim=-1))
 
@@ -48,8 +53,10 @@ class Softmax(PlaneKind):
             return None
         return [ctx.known(self.name, params)]
 
+    @override
     def spec_layer(self, entry: Mapping[str, Any], name: str, x: tuple, at: str) -> NetLayer:
         return NetLayer(name, "Softmax", [x], x, {"axis": -1})
 
+    @override
     def keras_layer(self, keras: Any, layer: NetLayer) -> Any:
         return keras.layers.Softmax(axis=-1, name=layer.name)

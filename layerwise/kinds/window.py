@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+from typing_extensions import override
 
 from layerwise.kinds.base import LayerKind, Row
 from layerwise.kinds.mapping import square
@@ -134,12 +135,15 @@ class WindowKind(LayerKind):
 
     out_channels_column: ClassVar[str] = "channels_in"
 
+    @override
     def input_shape(self, row: Row) -> tuple[int, ...]:
         return spatial_in(row)
 
+    @override
     def output_shape(self, row: Row) -> tuple[int, ...]:
         return window_shape(row, int(row[self.out_channels_column]))
 
+    @override
     def problems(self, row: Row) -> list[str]:
         return window_check(row)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from layerwise.kinds.base import NetLayer
-from layerwise.kinds.mapping import NetworkSpecError
+from layerwise.kinds.mapping import NetworkSpecError, UnknownNetworkError
 
 DATA_DIR = Path(__file__).parent / "data"
 FORMAT = 1  # version of the spec file layout
@@ -190,15 +190,15 @@ def suggestions(name: str, n: int = 4) -> list[str]:
 
 
 def resolve_name(name: str) -> str:
-    """The canonical name of a shipped network; NetworkSpecError (a ValueError) naming close
-    names otherwise."""
+    """The canonical name of a shipped network; :class:`UnknownNetworkError` (a
+    NetworkSpecError and a ValueError) naming close names otherwise."""
     found = lookup(name)
     if found is not None:
         return found
     close = suggestions(name)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise NetworkSpecError(f"unknown zoo network {name!r}{hint} (known: "
-                           f"{', '.join(known_networks())}; aliases: {', '.join(aliases())})")
+    raise UnknownNetworkError(f"unknown zoo network {name!r}{hint} (known: "
+                              f"{', '.join(known_networks())}; aliases: {', '.join(aliases())})")
 
 
 @lru_cache(maxsize=64)

@@ -42,6 +42,7 @@ class TorchEntry:
 
     @property
     def module(self) -> str:
+        """The Python module that builds this task's torchvision models."""
         return MODULES[self.task]
 
 
@@ -125,10 +126,10 @@ def load(name: str) -> ZooSpec:
     """The shipped PyTorch spec of a torchvision network (any spelling)."""
     path = _files().get(normalize(name))
     if path is None:
-        from layerwise.kinds.mapping import NetworkSpecError
+        from layerwise.kinds.mapping import UnknownNetworkError
 
-        raise NetworkSpecError(f"no shipped PyTorch spec for {name!r}; shipped: "
-                               f"{', '.join(known_networks())}")
+        raise UnknownNetworkError(f"no shipped PyTorch spec for {name!r}; shipped: "
+                                  f"{', '.join(known_networks())}")
     return read_spec(path)
 
 

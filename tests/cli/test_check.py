@@ -144,3 +144,34 @@ def test_causes_from_traces_and_history():
     boost = Observed("slurm", "2", "completed", 1.0, accelerator="A100 SXM4 40GB",
                      trace={"summary": {"busy_mean": 0.9, "sm_clock_mhz_mean": 900.0}})
     assert "the boost clock" in find_causes(boost, {})[0]["evidence"]
+
+
+def test_a_forecaster_bug_is_said_to_be_a_bug_and_the_check_goes_on(tmp_path, monkeypatch):
+    """Fault injection: the forecaster raises ZeroDivisionError (a bug), then a JobcastError
+    (a miss); either way the check answers, but only the bug is called one."""
+    from ingest.store import Store
+    from jobcast.service.check import check_log
+    from jobcast.service.forecast import ForecastFailure
+    from jobcast.service.forecaster import Forecaster
+    from jobcast.service.request import JobRequestError
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    obs = Observed("log", "a.log", "completed", 100.0, deployment=KEY, network="resnet50",
+                   batch_size=64, steps=1000)
+    forecaster = Forecaster(models=[])
+
+    def bug(*_args, **_kwargs):
+        raise ZeroDivisionError("injected")
+
+    def miss(*_args, **_kwargs):
+        raise JobRequestError("injected miss")
+
+    monkeypatch.setattr(forecaster, "forecast", bug)
+    [note] = check_log(obs, store, forecaster)["notes"]
+    assert "internal error (a bug in jobcast" in note and "ZeroDivisionError: injected" in note
+    monkeypatch.setattr(forecaster, "forecast", miss)
+    [note] = check_log(obs, store, forecaster)["notes"]
+    assert note == "no forecast (injected miss); compared with history"
+    monkeypatch.setattr(forecaster, "forecast", lambda req, **_: ForecastFailure(req, "no way"))
+    [note] = check_log(obs, store, forecaster)["notes"]
+    assert note == "no forecast (no way); compared with history"  # the failure's own reason

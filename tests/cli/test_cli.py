@@ -66,6 +66,7 @@ def test_runs_json_contract(fitted_store):
     assert runs
     for run in runs:
         assert {"source", "network", "deployment", "batch_size", "phases"} <= run.keys()
+        assert run["stack"] == run["framework"]  # the stack; "framework" kept one release
         assert Path(run["source"]).exists()
         assert run["phases"], run["source"]
         for seg in run["phases"]:

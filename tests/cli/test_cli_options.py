@@ -35,8 +35,7 @@ def test_shared_options_read_the_same_in_every_command():
     stores = {n: _option(c, "--store") for n, c in commands.items() if _option(c, "--store")}
     assert {"ingest", "runs", "fit", "predict", "compare", "report", "register",
             "ingest-prometheus", "eta", "serve"} <= stores.keys()
-    # `serve` only reads the store's folder (for mlflow.db) and says so.
-    assert {n for n, p in stores.items() if p.help != STORE_HELP} == {"serve"}
+    assert {n for n, p in stores.items() if p.help != STORE_HELP} == set()  # serve too
     trackings = {_option(c, "--tracking-uri").help for c in commands.values()
                  if _option(c, "--tracking-uri")}
     assert len(trackings) == 1
@@ -90,3 +89,17 @@ def test_prometheus_commands_refuse_bad_basic_auth_before_connecting():
                                      "--basic-auth", "nouser"])
         assert result.exit_code == 2, result.output
         assert "--basic-auth must be USER:PASSWORD" in result.output
+
+
+def test_precision_and_ray_are_one_definition_each():
+    commands = _commands()
+    precisions = {n: _option(c, "--precision").help for n, c in commands.items()
+                  if _option(c, "--precision")}
+    assert {"predict", "compare"} <= precisions.keys()
+    assert all(h.startswith("Precision as set in the framework: fp32, tf32, fp16, bf16")
+               for h in precisions.values()), precisions
+    rays = {n: _option(c, "--ray-address").help for n, c in commands.items()
+            if _option(c, "--ray-address")}
+    assert "ingest" in rays and len(set(rays.values())) == 1
+    assert all(_option(commands[n], "--ray").help.endswith(
+        "in Ray tasks (local Ray unless --ray-address); one writer.") for n in rays)

@@ -111,7 +111,7 @@ def test_the_writer_ingests_and_fits_the_reader_predicts(stack):
     refused = run_jobcast("ingest", str(DATA / "keras"), env=reader)  # the reader may not write
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     assert "the store refused to write" in refused.stderr and "source D/env" in refused.stderr
-    registered = run_jobcast("register", "--no-calibrate", "--json", env=writer)
+    registered = run_jobcast("register", "--no-scale-calibration", "--json", env=writer)
     assert registered.returncode == 0, registered.stderr[-3000:]
     # a second `up` starts the forecast server: as the reader, on the store and the server
     up = run_jobcast("stack", "up", *stack["args"], "--json", env=base)

@@ -105,3 +105,73 @@ def test_anything_else_is_reported_as_a_bug():
     assert "ZeroDivisionError: division by zero" in info.message
     assert set(ErrorInfo("x", "y").as_dict()) == {"kind", "message", "file", "line", "field",
                                                  "row"}
+
+
+@pytest.mark.parametrize("call, cls_name, kind, message", [
+    (lambda: __import__("fleet.deployment").deployment.Deployment.parse(""),
+     "DeploymentError", "deployment", "empty deployment"),
+    (lambda: __import__("fleet.deployment").deployment.Deployment.parse("8x"),
+     "DeploymentError", "deployment", "deployment '8x' names no accelerator"),
+    (lambda: __import__("fleet.deployment").deployment.Deployment("V100", 0),
+     "DeploymentError", "deployment", "accelerators per node and nodes must be >= 1"),
+    (lambda: __import__("fleet.deployment").deployment.normalise_deployment("8x V100 IB999"),
+     "DeploymentError", "deployment", "unknown network 'IB999'"),
+    (lambda: __import__("fleet.names").names.accelerator_slug(" "),
+     "DeploymentError", "deployment", "empty accelerator name"),
+    (lambda: __import__("fleet.identity").identity.gpu_identity(" "),
+     "DeploymentError", "deployment", "empty accelerator name"),
+    (lambda: __import__("fleet.precision").precision.parse_precision("fp8"),
+     "PrecisionError", "precision", "unknown precision 'fp8'; accepted: "),
+    (lambda: __import__("fleet.precision").precision.parse_precision(True),
+     "PrecisionError", "precision", "unknown precision True"),
+    (lambda: __import__("fleet.precision").precision.parse_precision(16.5),
+     "PrecisionError", "precision", "unknown precision 16.5"),
+    (lambda: __import__("fleet.framework").framework.parse_framework("jax"),
+     "FrameworkError", "framework", "unknown framework 'jax'; choose from tensorflow, pytorch"),
+    (lambda: __import__("fleet.data_parallel").data_parallel.parse_data_parallel("zero"),
+     "DataParallelError", "data_parallel", "unknown data-parallel mechanism 'zero'"),
+])
+def test_fleet_user_errors_have_their_class_kind_and_old_message(call, cls_name, kind, message):
+    """Each bad spelling raises its own FleetError (still a ValueError), message unchanged."""
+    from fleet.errors import FleetError
+
+    with pytest.raises(FleetError) as caught:
+        call()
+    exc = caught.value
+    assert type(exc).__name__ == cls_name and isinstance(exc, ValueError)
+    assert exc.kind == kind and exc.info().kind == kind
+    assert str(exc).startswith(message)
+
+
+def test_the_new_fleet_errors_can_be_imported_where_they_are_raised():
+    from fleet.catalog import CatalogError, CatalogRowError, _RowError
+    from fleet.deployment import DeploymentError
+    from fleet.errors import DeploymentError as Same
+
+    assert DeploymentError is Same and _RowError is CatalogRowError
+    assert issubclass(CatalogRowError, CatalogError) and issubclass(CatalogError, ValueError)
+
+
+def test_a_bad_catalog_file_names_its_file_and_line(tmp_path):
+    from fleet.catalog import CATALOG_PATH, CatalogError, load_catalog
+
+    lines = CATALOG_PATH.read_text().splitlines()
+    bad = tmp_path / "gpus.csv"
+    bad.write_text("\n".join([lines[0], lines[1].replace(",6,GDDR5,", ",-6,GDDR5,", 1)]) + "\n")
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(bad)
+    info = caught.value.info()
+    assert (info.kind, info.file, info.line) == ("catalog", str(bad), 2)
+    assert str(caught.value).startswith(f"{bad}:2: ")
+
+
+def test_ray_errors_say_what_needed_ray_and_where_it_was():
+    from fleet.ray_session import RayConnectError, RayMissing
+
+    missing = RayMissing("Ray campaigns")
+    assert isinstance(missing, ImportError) and missing.what == "Ray campaigns"
+    assert missing.package == "ray" and missing.info().kind == "missing_dependency"
+    refused = RayConnectError("10.0.0.1:6379", "timed out")
+    assert isinstance(refused, ConnectionError) and refused.address == "10.0.0.1:6379"
+    assert str(refused) == "cannot join Ray at 10.0.0.1:6379: timed out"
+    assert refused.info().kind == "ray"

@@ -446,12 +446,13 @@ def test_log_without_records_or_training_is_an_error() -> None:
 
 def test_layout_finds_each_kind_of_system_file() -> None:
     v05 = context_for(DATA / V05)
-    assert v05.system["_mlperf_system_file"].endswith("entry.json")
-    assert v05.system["_mlperf_version"] == "v0.5"
+    assert v05.described_in.endswith("entry.json")
+    assert v05.version == "v0.5"
     v06 = context_for(DATA / V06)
     assert isinstance(v06.system["entry"]["nodes"], dict)  # Python literals decoded
     v07 = context_for(DATA / V07)
-    assert v07.system["_mlperf_submitter"] == "NVIDIA"
+    assert v07.submitter == "NVIDIA"
+    assert not any(str(k).startswith("_") for k in v07.system)  # typed fields, no bag keys
     assert v07.folder_network == "resnet"
     assert v07.folder_system == "dgxa100_ngc20.06_mxnet"
     assert layout_parts(Path("/tmp/some.log")) is None
@@ -468,7 +469,7 @@ def test_layout_with_spaces_in_folder_names(tmp_path: Path) -> None:
     shutil.copy(system, org / "systems" / "tpu v4 128.json")
     ctx = context_for(log)
     assert ctx.folder_system == "tpu v4 128"
-    assert ctx.system["_mlperf_version"] == "v1.0"
+    assert ctx.version == "v1.0"
     run = mlperf.parse(_lines(log), ctx)[0]
     assert run.deployment is not None and run.meta["submitter"] == "Some Org"
 

@@ -13,6 +13,7 @@ import pytest
 from paths import DATA
 from typer.testing import CliRunner
 
+from ingest.parsers import register, unregister
 from ingest.pipeline import IngestReport, Overrides, ingest_paths
 from ingest.ray_ingest import ingest_paths_ray, parse_batch, stored_runs
 from ingest.store import Store
@@ -90,6 +91,10 @@ def test_bad_file_is_rejected_with_line_and_the_others_land(tmp_path):
     assert got.duplicates == [(str(src.parent / "result_copy.txt"), str(src))]
     assert len(got.added) == len(list(MLPERF.rglob("result_*.txt")))
     assert stored_runs(remote) == stored_runs(local)
+    # the Ray ingest records its rejections itself, as the local one does
+    assert sorted((r.source, r.line, r.reason) for r in remote.rejections()) == sorted(
+        (r.source, r.line, r.reason) for r in local.rejections())
+    assert len(remote.rejections(current=False)) == len(got.rejected)
 
 
 def test_a_task_that_kills_its_worker_rejects_only_its_file(tmp_path):
@@ -117,6 +122,25 @@ def test_a_task_that_kills_its_worker_rejects_only_its_file(tmp_path):
     assert err.source == str(folder / "poison.log")
     assert "parse task failed after 1 retries" in err.reason
     assert len(report.added) == 3 and store.counts()["files"] == 3
+
+
+def test_a_format_registered_at_run_time_parses_in_ray_tasks(tmp_path):
+    """The toy CSV format (tests/ingest/test_toy_log_format.py), registered here only, is
+    parsed by Ray's workers: they take the driver's registry and import it by name."""
+    import test_toy_log_format as toy
+
+    logs = toy.toy_tree(tmp_path / "logs")
+    store = _store(tmp_path, "toy")
+    register(toy.ME, first=True)
+    try:
+        report = ingest_paths_ray(store, [str(tmp_path / "logs")], files_per_task=2)
+    finally:
+        unregister(toy.ME)
+    assert sorted(s for s, _ in report.added) == sorted(str(p) for p in logs)
+    assert [(e.line, e.source) for e in report.rejected] == [(2, str(tmp_path / "logs" /
+                                                                    "bad.csv"))]
+    assert {r.format for r in store.runs()} == {toy.FORMAT}
+    assert os.getpid() not in {r.meta["parsed_in"] for r in store.runs()}
 
 
 def test_cli_ingest_ray_json(tmp_path):

@@ -59,7 +59,7 @@ def _totals(run, phase):
 def lightning_logged(tmp_path_factory):
     import pytorch_lightning as pl
     import torch
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
     from framework_runs import _tensors
 
     folder = tmp_path_factory.mktemp("lightning_cb")
@@ -132,7 +132,7 @@ def test_trainer_callback_agrees_with_trainer_state(tmp_path):
     import json
 
     import torch
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
     from framework_runs import _tensors
     from transformers import Trainer, TrainingArguments
 

@@ -18,8 +18,8 @@ from layerwise.bench import (
     parse_layers,
     run_campaign,
 )
-from layerwise.hardware import cpu_features, cpu_slug, parse_cpuinfo, parse_device
 from layerwise.layers import LAYER_TYPES, FeatureSpace
+from layerwise.local_device import cpu_features, cpu_slug, parse_cpuinfo, parse_device
 
 # Tiny sizes: every configuration runs in well under a millisecond.
 TINY = FeatureSpace(name="tiny", batchsize=(1, 4), matsize=(1, 8), kernelsize=(1, 3),
@@ -139,9 +139,11 @@ def test_campaign_writes_rows_and_resumes_after_interruptions(tmp_path):
 def test_foreign_file_is_refused(tmp_path):
     out = tmp_path / "other.csv"
     out.write_text("a,b,c\n1,2,3\n")
-    with pytest.raises(CampaignFileError, match=r"other.csv:1: header"):
+    with pytest.raises(CampaignFileError, match=r"other.csv:1: header") as caught:
         run_campaign(out, ["dense"], 2, space=TINY, plan=FAST)
     assert out.read_text() == "a,b,c\n1,2,3\n"
+    info = caught.value.info()
+    assert (info.kind, info.file, info.line) == ("campaign_file", str(out), 1)
 
 
 def test_layer_and_device_parsing():

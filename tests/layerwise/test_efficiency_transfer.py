@@ -29,7 +29,7 @@ def _rows() -> tuple[pd.DataFrame, pd.Series]:
 @pytest.fixture(scope="module")
 def models() -> dict[str, EfficiencyPredictor]:
     rows, ms = _rows()
-    kw = dict(max_iter=25, calibrate_unseen=False)
+    kw = dict(max_iter=25, unseen_interval_refits=False)
     return {"blend": EfficiencyPredictor(**kw).fit(rows, ms),
             "device": EfficiencyPredictor(transfer_scale=None, seen_by_kind=False,
                                           **kw).fit(rows, ms)}

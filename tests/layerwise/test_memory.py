@@ -11,6 +11,7 @@ from torch import nn  # noqa: E402
 
 from fleet.catalog import UnknownGpuError, resolve_gpu  # noqa: E402
 from layerwise import torch_graph  # noqa: E402
+from layerwise.kinds.mapping import UnknownNetworkError  # noqa: E402
 from layerwise.memory import (  # noqa: E402
     CONTEXT_BYTES,
     GIB,
@@ -147,8 +148,10 @@ def test_clear_errors() -> None:
         estimate_memory("resnet50", batch_size=8, gpu="Banana")
     with pytest.raises(UnknownGpuError):
         gpu_memory_bytes("TPU v3")
-    with pytest.raises(MemoryEstimateError, match="unknown network 'resnet5000'"):
+    with pytest.raises(MemoryEstimateError, match="unknown network 'resnet5000'") as caught:
         estimate_memory("resnet5000", batch_size=8)
+    assert isinstance(caught.value, UnknownNetworkError)
+    assert caught.value.info().kind == "unknown_network"
     with pytest.raises(MemoryEstimateError, match="optimizer"):
         estimate_memory("resnet50", batch_size=8, optimizer="lion")
     with pytest.raises(MemoryEstimateError, match="batch size"):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from layerwise.network import NetworkSpecError, decompose, spec_to_keras
+from layerwise.network import NetworkSpecError, UnknownNetworkError, decompose, spec_to_keras
 
 # Hand-computed: conv 3->4 (3x3, same) on 8x8, 2x2 max pool, flatten, dense 64->10.
 TINY = {
@@ -138,8 +138,10 @@ def test_bad_specs_say_where(tmp_path):
 
 @pytest.mark.slow
 def test_unknown_application_suggests_names():
-    with pytest.raises(NetworkSpecError, match="did you mean.*ResNet50"):
+    with pytest.raises(NetworkSpecError, match="did you mean.*ResNet50") as caught:
         decompose("resnet5O")
+    assert isinstance(caught.value, UnknownNetworkError)
+    assert caught.value.info().kind == "unknown_network"
 
 
 @pytest.mark.slow

@@ -213,7 +213,7 @@ def test_too_few_rows_is_a_clear_error(rows):
 def test_mlp_round_trip(rows, tmp_path, name):
     part = rows[rows["layer"] == "dense"]
     params = {name: {"hidden": (16, 16, 16), "epochs": 3, "batch_size": 128}}
-    predictor = LayerPredictor(model=name, params=params, calibrate_unseen=False).fit(part)
+    predictor = LayerPredictor(model=name, params=params, unseen_interval_refits=False).fit(part)
     pred = predictor.predict(part)
     assert np.isfinite(pred.to_numpy()).all() and (pred.to_numpy() > 0).all()
     predictor.save(tmp_path / name)

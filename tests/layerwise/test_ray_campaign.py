@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from layerwise.backends import Backend, register_backend, unregister_backend
 from layerwise.bench import CSV_COLUMNS, TimingPlan, campaign_configs, run_campaign
 from layerwise.layers import FeatureSpace
 
@@ -130,8 +131,8 @@ def test_cli_ray_contract_twice_measures_nothing_new(tmp_path):
     from typer.testing import CliRunner
 
     out = tmp_path / "cli.csv"
-    args = ["bench", "--backend", "torch", "--ray", "--device", "cpu", "--layers", "conv,dense",
-            "--samples", "4", "--out", str(out), *CLI_FAST]
+    args = ["bench", "--backend", "torch", "--ray", "--local-device", "cpu", "--layers",
+            "conv,dense", "--samples", "4", "--out", str(out), *CLI_FAST]
     first = CliRunner().invoke(_app(), args)
     assert first.exit_code == 0, first.output
     summary = json.loads(first.stdout)
@@ -211,3 +212,49 @@ def test_a_configuration_that_always_kills_its_worker_becomes_a_failed_row(tmp_p
     assert sorted(rows) == list(range(6))
     assert rows[2]["status"] == "failed" and "worker died 1 time(s)" in rows[2]["error"]
     assert rows[2]["framework"] == "pytorch" and rows[2]["time_ms_median"] == ""
+
+
+def _toy_time(row: dict, device: str, plan: TimingPlan) -> dict:
+    """A dense row as one numpy matmul (the toy backend below: no timing is asserted)."""
+    import time
+
+    import numpy as np
+
+    from layerwise.backends.base import summarise
+
+    x = np.ones((int(row["batchsize"]), int(row["dim_input"])), dtype=np.float32)
+    w = np.ones((int(row["dim_input"]), int(row["dim_output"])), dtype=np.float32)
+    times = []
+    for _ in range(plan.reps):
+        start = time.perf_counter()
+        x @ w
+        times.append((time.perf_counter() - start) * 1e3)
+    return summarise(times, 1)
+
+
+def _toy_detect(device: str) -> dict:
+    from layerwise.local_device import cpu_features
+
+    return {"device": "cpu", **cpu_features()}
+
+
+# workers import the repository's folders, not pytest's test folders: name the module so
+TOY = Backend(name="toy-ray", framework="pytorch", time_config=_toy_time, detect=_toy_detect,
+              precisions=("fp32",), module="numpy",
+              defined_in="tests.layerwise.test_ray_campaign")
+
+
+def test_a_worker_finds_a_backend_registered_outside_layerwise(tmp_path):
+    """Ray workers know only the built-in backends; they import the toy's module
+    (``Backend.home``, this test module) to get it."""
+    out = tmp_path / "toy.csv"
+    register_backend(TOY)
+    try:
+        result = run_ray_campaign(out, ["dense"], 4, seed=4, space=TINY, plan=FAST,
+                                  backend="toy-ray", device="cpu", configs_per_task=2)
+    finally:
+        unregister_backend("toy-ray")
+    assert (result.written, result.ok, result.failed) == (4, 4, 0)
+    rows = read_rows(out)
+    assert {r["framework"] for r in rows} == {"pytorch"} and {r["layer"] for r in rows} == {
+        "dense"}

@@ -9,15 +9,25 @@ from paths import DATA
 from layerwise.efficiency import EfficiencyPredictor
 from layerwise.forecast import forecast_network
 from layerwise.predictor import DEFAULT_DIR
-from layerwise.shipped import HybridPredictor, default_predictor, load_predictor
+from layerwise.shipped import EfficiencyPlusSpecialist, default_predictor, load_predictor
 from layerwise.sources import kind_rows
 
 
 @pytest.fixture(scope="module")
-def shipped() -> HybridPredictor:
+def shipped() -> EfficiencyPlusSpecialist:
     predictor = default_predictor()
-    assert isinstance(predictor, HybridPredictor)
+    assert isinstance(predictor, EfficiencyPlusSpecialist)
     return predictor
+
+
+def test_old_name_hybrid_predictor_still_imports_with_a_warning():
+    import layerwise.shipped as shipped_module
+
+    with pytest.warns(DeprecationWarning, match="EfficiencyPlusSpecialist"):
+        from layerwise.shipped import HybridPredictor
+    assert HybridPredictor is EfficiencyPlusSpecialist
+    with pytest.raises(AttributeError):
+        shipped_module.NoSuchName  # noqa: B018
 
 
 def test_each_row_goes_to_the_model_built_for_it(shipped):

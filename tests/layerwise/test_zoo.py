@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from layerwise import zoo
-from layerwise.kinds.mapping import NetworkSpecError
+from layerwise.kinds.mapping import NetworkSpecError, UnknownNetworkError
 from layerwise.network import decompose
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,8 +49,11 @@ def test_names_and_aliases_resolve(name, canonical):
 
 
 def test_unknown_names_give_suggestions():
-    with pytest.raises(ValueError, match=r"unknown zoo network 'resnet5O'; did you mean resnet50"):
+    with pytest.raises(ValueError, match=r"unknown zoo network 'resnet5O'; did you mean resnet50"
+                       ) as caught:
         zoo.resolve_name("resnet5O")
+    assert isinstance(caught.value, UnknownNetworkError)
+    assert caught.value.info().as_dict()["kind"] == "unknown_network"
     with pytest.raises(NetworkSpecError, match="did you mean inception3"):
         zoo.resolve_name("inceptoin3")
     with pytest.raises(NetworkSpecError, match="known: alexnet, caffenet128, densenet121"):

@@ -250,7 +250,7 @@ def test_cli_register_and_serve_refusals(registered, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     runner = CliRunner()
     result = runner.invoke(app, ["register", "--store", store.url, "--tracking-uri", uri,
-                                 "--no-calibrate", "--json"])
+                                 "--no-scale-calibration", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["version"] == "1" and report["promoted"] and report["alias"] == "champion"

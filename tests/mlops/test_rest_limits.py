@@ -152,7 +152,11 @@ def test_networks_that_need_tensorflow_or_files_are_row_errors(server):
     assert status == 200
     unknown, path = body["predictions"]
     assert "does not load keras" in unknown["error"] and "resnet50" in unknown["error"]
+    assert "a bug in jobcast" not in unknown["error"]  # a refusal (NotServed), not a bug
     assert "network must be a network's name" in path["error"]
+    status, body = _post(server["port"],
+                         {"dataframe_records": [{**base, "network": "no-such-net"}]})
+    assert status == 400 and body["problem"]["kind"] in ("not_served", "no_forecast")
 
 
 def test_oversize_body_and_too_many_rows_get_413(server):

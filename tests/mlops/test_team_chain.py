@@ -86,7 +86,7 @@ def test_ingest_fit_register_serve_on_postgres_and_a_tracking_server():
         assert any(str(m.get("model") or m.get("model_id", "")).startswith("e2e/")
                    for m in fitted)
         registered = _json(run_jobcast("register", "--store", store, "--tracking-uri", tracking,
-                                    "--no-calibrate", "--json", env=env))
+                                    "--no-scale-calibration", "--json", env=env))
         assert registered["promoted"] and registered["version"] == "1"
         # the tracking server keeps its runs in PostgreSQL and its artifacts in D/artifacts
         assert _mlflow_runs_in_postgres(folder, ports[0]) >= 2

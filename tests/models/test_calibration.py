@@ -1,4 +1,5 @@
-"""Layerwise calibration: scale factors from observed runs, fallbacks, shrinkage, round trip."""
+"""Scale calibration: factors from observed runs, fallbacks, shrinkage, round trip, and the
+deprecated names (``models.calibration``, the ``hardware`` column)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from fleet.deployment import Deployment, deployment_key
 from jobcast.service.forecast import Forecast, Route
 from jobcast.service.request import JobRequest
 from jobcast.service.routes import calibrate
-from models.calibration import ScaleCalibrator
+from models.scale_calibration import ScaleCalibrator
 
 
 def _obs(rows):
-    frame = pd.DataFrame(rows, columns=["network", "hardware", "predicted", "actual"])
+    frame = pd.DataFrame(rows, columns=["network", "deployment", "predicted", "actual"])
     return frame, frame["actual"]
 
 
@@ -28,7 +29,7 @@ def test_pair_factor_is_the_geometric_mean_of_the_runs_ratios():
     scale = cal.scale_for("RESNET50", "hw-x8")
     assert scale.level == "network-hardware" and scale.runs == 2
     assert scale.factor == pytest.approx(math.sqrt(2.0 * 8.0))
-    assert cal.predict(pd.DataFrame({"network": ["resnet50"], "hardware": ["hw-x8"],
+    assert cal.predict(pd.DataFrame({"network": ["resnet50"], "deployment": ["hw-x8"],
                                      "predicted": [3.0]}))[0] == pytest.approx(3.0 * 4.0)
 
 
@@ -40,7 +41,8 @@ def test_hardware_fallback_counts_each_network_once_and_unknown_hardware_is_left
     assert scale.factor == pytest.approx(4.0)  # sqrt(2 * 8), not weighted 3:1 towards a
     assert cal.scale_for("vgg16", "other-hw") is None
     assert ScaleCalibrator(fallback=False).fit(X, y).scale_for("vgg16", "hw") is None
-    unchanged = pd.DataFrame({"network": ["vgg16"], "hardware": ["other-hw"], "predicted": [5.0]})
+    unchanged = pd.DataFrame({"network": ["vgg16"], "deployment": ["other-hw"],
+                              "predicted": [5.0]})
     assert cal.predict(unchanged)[0] == 5.0
 
 
@@ -56,8 +58,8 @@ def test_shrinkage_pulls_a_network_towards_its_hardware_factor():
 def test_bad_rows_are_ignored_and_missing_columns_rejected():
     X, y = _obs([("a", "hw", 1.0, 3.0), ("a", "hw", 0.0, 5.0), ("a", "hw", 2.0, np.nan)])
     assert ScaleCalibrator().fit(X, y).scale_for("a", "hw").runs == 1
-    with pytest.raises(ValueError, match="hardware"):
-        ScaleCalibrator().fit(X.drop(columns="hardware"), y)
+    with pytest.raises(ValueError, match="deployment"):
+        ScaleCalibrator().fit(X.drop(columns="deployment"), y)
     with pytest.raises(ValueError, match="shrinkage"):
         ScaleCalibrator(shrinkage=-1).fit(X, y)
 
@@ -92,3 +94,23 @@ def test_calibrate_scales_layerwise_forecasts_only():
 def test_calibration_hardware_is_the_deployment_key():
     assert deployment_key("Tesla V100-SXM2-16GB", 8) == "nvidia-v100-sxm2-16gb-x8"
     assert deployment_key("NVIDIA A100-SXM4-40GB", 2) == Deployment.parse("2x A100 SXM4 40GB").key
+
+
+def test_old_module_and_hardware_column_still_work_with_a_warning():
+    import importlib
+    import sys
+
+    X, y = _obs([("a", "h1", 1.0, 2.0), ("b", "h1", 2.0, 3.0), ("a", "h2", 4.0, 1.0)])
+    new = ScaleCalibrator().fit(X, y)
+    old_x = X.rename(columns={"deployment": "hardware"})
+    with pytest.warns(DeprecationWarning, match="'hardware' is deprecated"):
+        old = ScaleCalibrator().fit(old_x, y)
+    assert old.to_dict() == new.to_dict()
+    with pytest.warns(DeprecationWarning, match="'hardware' is deprecated"):
+        assert list(old.predict(old_x)) == list(new.predict(X))
+    with pytest.warns(DeprecationWarning, match="deployments_"):
+        assert old.hardware_ == new.deployments_
+    sys.modules.pop("models.calibration", None)
+    with pytest.warns(DeprecationWarning, match="models.scale_calibration"):
+        shim = importlib.import_module("models.calibration")
+    assert shim.ScaleCalibrator is ScaleCalibrator

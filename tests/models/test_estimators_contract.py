@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 from sklearn.base import BaseEstimator, clone
 
-from models.calibration import ScaleCalibrator
 from models.phase_model import PhaseTimeModel
+from models.scale_calibration import ScaleCalibrator
 
 POINTS = pd.DataFrame({"iterations": [10, 20, 30, 10, 20, 30], "batch_size": [32] * 6})
 SECONDS = [1.0, 2.0, 3.1, 1.1, 2.1, 3.0]
 RUNS = [1, 1, 1, 2, 2, 2]
-CALIBRATION = pd.DataFrame({"network": ["a", "b"], "hardware": ["h", "h"],
+CALIBRATION = pd.DataFrame({"network": ["a", "b"], "deployment": ["h", "h"],
                             "predicted": [1.0, 2.0]})
 
 

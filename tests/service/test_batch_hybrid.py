@@ -86,6 +86,9 @@ def test_unseen_batch_gets_a_hybrid_candidate_with_a_finite_interval(one_batch):
         assert models["layerwise"] == LAYERWISE_MODEL
         assert models["end_to_end"].startswith("e2e/caffenet128/")
         assert out.model == f"{models['end_to_end']}+{LAYERWISE_MODEL}"
+        assert (out.parts.end_to_end, out.parts.layerwise) == (models["end_to_end"],
+                                                              LAYERWISE_MODEL)
+        assert out.why == out.details["why_hybrid"]
         assert out.extrapolated
         hybrid = out.details["hybrid"]
         assert hybrid["history_source"] == "runs" and hybrid["shape_framework"] == "pytorch"

@@ -77,6 +77,9 @@ def test_forecast_json_shape_and_scaling():
     assert (double.seconds, double.low, double.high) == (20.0, 16.0, 25.0)
     assert double.to_dict()["route"] == "layerwise-calibrated"
     failure = ForecastFailure(job, "no model")
-    assert not failure.ok and failure.to_dict() == {"job": job.describe(), "error": "no model"}
+    assert not failure.ok and failure.to_dict() == {
+        "job": job.describe(), "error": "no model",
+        "problem": {"kind": "no_forecast", "message": "no model", "file": None, "line": None,
+                    "field": None, "row": None}}
     assert {str(r) for r in Route} == {"end-to-end", "layerwise", "layerwise-calibrated",
                                         "hybrid", "pace"}

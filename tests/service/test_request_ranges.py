@@ -3,6 +3,7 @@ and fields in every error, CSV files that are not UTF-8 or not CSV refused with 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -106,5 +107,19 @@ def test_cli_non_utf8_jobs_file_is_one_line_without_traceback(tmp_path):
         capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr + proc.stdout
-    lines = [line for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "jobs.csv:2: not UTF-8" in lines[0], lines
+    if proc.stdout.strip():  # --json: the error object on stdout too
+        assert "jobs.csv:2: not UTF-8" in json.loads(proc.stdout)["error"]["message"]
+
+
+def test_evaluations_past_the_step_bound_are_a_request_error_not_a_bug():
+    from jobcast.service.forecaster import Forecaster
+
+    req = JobRequest(network="resnet50", device="V100", batch_size=1, epochs=100,
+                     dataset_size=1000, eval_every=1, eval_size=1e10)
+    with pytest.raises(JobRequestError, match="evaluation iterations") as err:
+        req.validate()
+    assert err.value.field == "eval_every"
+    out = Forecaster(None).forecast(req)
+    assert not out.ok and out.problem.kind == "request" and out.problem.field == "eval_every"

@@ -18,6 +18,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """Create the released schema (module doc)."""
     op.create_table(
         "files",
         sa.Column("id", sa.Integer, primary_key=True),
@@ -82,5 +83,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Drop every table of this revision."""
     for table in ("schema_info", "models", "segments", "runs", "files"):
         op.drop_table(table)

@@ -19,6 +19,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """Add ``rejections`` and the source indexes; drop ``schema_info``."""
     op.create_table(
         "rejections",
         sa.Column("id", sa.Integer, primary_key=True),
@@ -34,6 +35,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Back to 0001: ``schema_info`` at version 1, no ``rejections``."""
     schema_info = op.create_table(
         "schema_info", sa.Column("version", sa.Integer, primary_key=True)
     )

@@ -18,6 +18,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    """Add ``artifacts``."""
     op.create_table(
         "artifacts",
         sa.Column("name", sa.String(64), primary_key=True),
@@ -27,4 +28,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Drop ``artifacts``."""
     op.drop_table("artifacts")

@@ -73,6 +73,7 @@ def _meta(text: str | None, cache: dict) -> str | None:
 
 
 def upgrade() -> None:
+    """Rewrite the stored deployment keys to the canonical ones (module doc)."""
     conn = op.get_bind()
     cache: dict[str, str] = {}
     updates = []
@@ -98,4 +99,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Nothing: the canonical keys stay (module doc)."""
     pass  # the canonical keys stay (module doc)

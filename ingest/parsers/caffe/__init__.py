@@ -460,7 +460,7 @@ def _to_parsed(run: _Run, ctx: ParseContext, year_source: str) -> ParsedRun:
         format=FORMAT,
         network=re.sub(r"\s+", "-", name.lower()) or None,
         deployment=deployment,
-        framework="Caffe",
+        stack="Caffe",
         batch_size=batch,
         start_time=run.start.time,
         segments=run.segments,

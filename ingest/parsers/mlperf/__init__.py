@@ -78,9 +78,11 @@ from pathlib import Path
 from fleet.deployment import Deployment
 from fleet.precision import parse_precision
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
-from ingest.parsers import Overrides, with_overrides
+from ingest.parsers import ParseOverrides, with_overrides
 from ingest.parsers.mlperf.benchmarks import (
     BENCHMARKS,
+    Benchmark,
+    Count,
     count_note,
     network_for,
     read_count,
@@ -113,6 +115,7 @@ from ingest.parsers.mlperf.spans import (
     split_runs,
 )
 from ingest.parsers.mlperf.system import (
+    MlperfContext,
     context_for,
     cpu_deployment,
     is_system_file,
@@ -138,7 +141,7 @@ def side_file(path: Path) -> bool:
     return is_system_file(path)
 
 
-def context(path: Path, source: str, overrides: Overrides) -> ParseContext:
+def context(path: Path, source: str, overrides: ParseOverrides) -> ParseContext:
     """The system description beside the log (see :mod:`.system`), plus the overrides."""
     return with_overrides(context_for(path), source, overrides)
 
@@ -199,10 +202,90 @@ class _Facts:
                    layout_parts(Path(ctx.source)) if ctx.source else None, by_key)
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One run's records and what the helpers building it share."""
+
+    events: list[Event]
+    scan: Scan
+    ctx: ParseContext
+    fix: Repairs
+    facts: _Facts
+    first_train_line: int
+
+    def param(self, *key_order: str) -> Event | None:
+        """The run's record of the first of ``key_order`` logged (:func:`_param`)."""
+        return _param(key_order, self.facts.by_key, self.events, self.first_train_line)
+
+    def path_fact(self, name: str) -> str | None:
+        """``submitter`` or ``version`` as the layout gives them (:class:`MlperfContext`)."""
+        return getattr(self.ctx, name, None) if isinstance(self.ctx, MlperfContext) else None
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """A run's network, benchmark row and data-set sizes as read (rules in .benchmarks)."""
+
+    network: str | None
+    bench: Benchmark | None
+    eval_batch: int
+    train: Count
+    eval: Count
+
+
 def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayClock,
                fix: Repairs, facts: _Facts) -> ParsedRun | None:
     """One run's segments and facts; None when it has no complete train span."""
     cut = Truncation(clock_steps=tuple(scan.clock_steps))
+    found = _run_spans(run, scan, cut, fix)
+    if found is None:
+        return None
+    mode, spans, evals, includes_eval = found
+    one = _Run(run, scan, ctx, fix, facts, next(e.line for e in run if e.key in SEGMENT_KEYS))
+    meta: dict[str, object] = {"log_generation": scan.generation, "segment_mode": mode}
+    _note_cpu(facts, fix, meta)
+    batch = _batch_size(one, meta)
+    sizes = _sizes(one, batch, meta)
+    unit = samples_per_epoch_unit(
+        sizes.bench, [sp.epochs for sp in spans], [sp.epoch_start for sp in spans],
+        _optional_int(one.param("samples_per_epoch")), sizes.train.samples, batch)
+    if unit is not None:
+        spans, evals = rescale_epochs(spans, evals, unit, fix)
+    accum_ev = one.param("gradient_accumulation_steps")
+    if accum_ev is not None:
+        meta["gradient_accumulation_steps"] = positive_int(accum_ev.value,
+                                                            "gradient_accumulation_steps",
+                                                            accum_ev.line)
+    segments = _segments(spans + evals, sizes, batch, clock, meta)
+    start_ev = _run_facts(one, segments, spans, cut, sizes, meta)
+    if includes_eval:
+        meta["train_includes_eval"] = True
+    if scan.duplicates:
+        meta["duplicate_records_dropped"] = scan.duplicates
+    _identity_facts(one, meta)
+    meta.update(_eval_facts(run, evals, spans, unit or 1))
+    meta.update(_warmup_facts(segments))
+    if facts.deployment is None and facts.system:
+        meta["deployment_note"] = "system description lacks accelerator name or counts"
+    fix.to_meta(meta)
+    return ParsedRun(
+        format=FORMAT,
+        network=sizes.network,
+        deployment=facts.deployment,
+        stack=facts.framework,
+        batch_size=batch,
+        start_time=start_ev.time if start_ev and start_ev.time else segments[0].start_time,
+        segments=segments,
+        meta=meta,
+        first_line=run[0].line,
+        last_line=run[-1].line,
+    )
+
+
+def _run_spans(run: list[Event], scan: Scan, cut: Truncation, fix: Repairs
+               ) -> tuple[str, list[Span], list[Span], bool] | None:
+    """(segment mode, train spans, eval spans, whether train spans include the evals), the
+    spans a clock step spoils dropped; None without a complete train span."""
     keys = {e.key for e in run}
     includes_eval = False
     if "epoch_start" in keys or "epoch_stop" in keys:
@@ -218,72 +301,64 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
     evals = drop_stepped(eval_spans(run, cut, fix), scan.clock_steps, fix)
     if mode == "epoch":
         spans = close_epoch_gaps(spans, evals, run, fix)
-    first_train_line = next(e.line for e in run if e.key in SEGMENT_KEYS)
+    return mode, spans, evals, includes_eval
 
-    def param(*key_order: str) -> Event | None:
-        return _param(key_order, facts.by_key, run, first_train_line)
 
-    system = facts.system
-    deployment = facts.deployment
-    meta: dict[str, object] = {"log_generation": scan.generation, "segment_mode": mode}
-    if facts.cpu and deployment is not None:
-        cpus = deployment
+def _note_cpu(facts: _Facts, fix: Repairs, meta: dict[str, object]) -> None:
+    """A system description that lists no accelerators: the run is stored on its CPUs."""
+    cpus = facts.deployment
+    if facts.cpu and cpus is not None:
         meta["device_kind"] = "cpu"
         fix.add("cpu_from_system", None,
                 f"the system description lists no accelerators: stored as "
                 f"{cpus.per_node} x {cpus.accelerator} CPU sockets per node x {cpus.nodes} "
                 f"node(s) ({cpus.key})")
 
-    # batch size
-    gbs_ev = param("global_batch_size")
-    per_gpu_ev = param("input_batch_size") if gbs_ev is None else None
+
+def _batch_size(one: _Run, meta: dict[str, object]) -> int:
+    """The global batch size: logged, else the per-accelerator size times the system's
+    accelerators, else ``--batch-size``; a ParseError when none is known."""
+    deployment, ctx = one.facts.deployment, one.ctx
+    gbs_ev = one.param("global_batch_size")
     if gbs_ev is not None:
-        batch = positive_int(gbs_ev.value, "global_batch_size", gbs_ev.line)
-    elif per_gpu_ev is not None:
+        return positive_int(gbs_ev.value, "global_batch_size", gbs_ev.line)
+    per_gpu_ev = one.param("input_batch_size")
+    if per_gpu_ev is not None:
         per_gpu = positive_int(per_gpu_ev.value, "input_batch_size", per_gpu_ev.line)
         meta["per_accelerator_batch_size"] = per_gpu
         if deployment is not None:
-            batch = per_gpu * deployment.per_node * deployment.nodes
             meta["batch_size_from"] = "input_batch_size x accelerators (system description)"
-        elif ctx.batch_size:
-            batch = ctx.batch_size
-            meta["batch_size_from"] = "override"
-        else:
+            return per_gpu * deployment.per_node * deployment.nodes
+        if not ctx.batch_size:
             raise ParseError(f"only the per-accelerator input_batch_size ({per_gpu}) is logged "
                              "and no system description gives the accelerator count: "
                              "give the global batch size", line=per_gpu_ev.line)
-    elif ctx.batch_size:
-        batch = ctx.batch_size
-        meta["batch_size_from"] = "override"
-    else:
+    elif not ctx.batch_size:
         raise ParseError("no global_batch_size (or v0.5 input_batch_size) in the log: "
-                         "give the global batch size", line=first_train_line)
+                         "give the global batch size", line=one.first_train_line)
+    meta["batch_size_from"] = "override"
+    return ctx.batch_size
 
-    # network and data set sizes (rules in .benchmarks)
-    train_ev = param("train_samples", "preproc_num_train_examples", "input_size")
-    eval_ev = param("eval_samples", "preproc_num_eval_examples", "eval_size")
-    train_logged = (positive_int(train_ev.value, train_ev.key, train_ev.line)
-                    if train_ev is not None else None)
-    eval_logged = (positive_int(eval_ev.value, eval_ev.key, eval_ev.line)
-                   if eval_ev is not None else None)
-    bench_ev = param("submission_benchmark")
-    version = (system or {}).get("_mlperf_version") or (
-        facts.layout.get("version") if facts.layout else None)
-    network, bench = network_for(
-        (bench_ev.value if bench_ev is not None and isinstance(bench_ev.value, str) else None)
-        or scan.benchmark_token or ctx.folder_network, version, scan.generation, train_logged,
-        batch)
-    if train_logged is None and bench is None:
-        raise ParseError(f"no train_samples in a {network or 'unknown'} log (a data-set size "
-                         "is known for MLPerf's CNN benchmarks only: "
-                         f"{', '.join(b.network for b in BENCHMARKS)})", line=first_train_line)
-    eval_bs_ev = param("eval_batch_size")
+
+def _logged_size(ev: Event | None) -> int | None:
+    return positive_int(ev.value, ev.key, ev.line) if ev is not None else None
+
+
+def _sizes(one: _Run, batch: int, meta: dict[str, object]) -> _Sizes:
+    """The network and the train/eval sample counts as read against the benchmark's data
+    set (rules in .benchmarks), their repairs noted."""
+    train_ev = one.param("train_samples", "preproc_num_train_examples", "input_size")
+    eval_ev = one.param("eval_samples", "preproc_num_eval_examples", "eval_size")
+    train_logged, eval_logged = _logged_size(train_ev), _logged_size(eval_ev)
+    network, bench = _network(one, train_logged, batch)
+    eval_bs_ev = one.param("eval_batch_size")
     if eval_bs_ev is not None:
         eval_batch = positive_int(eval_bs_ev.value, "eval_batch_size", eval_bs_ev.line)
     else:
         eval_batch = batch
         meta["eval_batch_size_assumed"] = True
-    accelerators = deployment.per_node * deployment.nodes if deployment is not None else None
+    dep = one.facts.deployment
+    accelerators = dep.per_node * dep.nodes if dep is not None else None
     train_count = read_count(train_logged, bench.train_samples if bench else None, batch,
                              accelerators)
     eval_count = read_count(eval_logged, bench.eval_samples if bench else (
@@ -296,26 +371,39 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
         elif logged is not None and ev is not None:
             note = count_note(what, logged, count, size_batch, accelerators, bench)
             if note is not None:
-                fix.add(note[0], ev.line, note[1])
+                one.fix.add(note[0], ev.line, note[1])
                 meta[f"{what}_logged"] = logged
     if bench is not None:
         meta["dataset"] = bench.dataset
-    train_samples, eval_samples = train_count.samples, eval_count.samples
-    steps_per_epoch, eval_steps = train_count.steps, eval_count.steps
-    unit = samples_per_epoch_unit(
-        bench, [sp.epochs for sp in spans], [sp.epoch_start for sp in spans],
-        _optional_int(param("samples_per_epoch")), train_samples, batch)
-    if unit is not None:
-        spans, evals = rescale_epochs(spans, evals, unit, fix)
-    accum_ev = param("gradient_accumulation_steps")
-    if accum_ev is not None:
-        meta["gradient_accumulation_steps"] = positive_int(accum_ev.value,
-                                                            "gradient_accumulation_steps",
-                                                            accum_ev.line)
+    return _Sizes(network, bench, eval_batch, train_count, eval_count)
 
-    # segments
-    ordered = sorted(spans + evals, key=lambda s: (s.start, s.start_line))
-    its_of = [float(steps_per_epoch * sp.epochs if sp.phase == "train" else eval_steps)
+
+def _network(one: _Run, train_logged: int | None, batch: int
+             ) -> tuple[str | None, Benchmark | None]:
+    """The stored network and the benchmark row (:func:`.benchmarks.network_for`); a
+    ParseError when neither the log nor the table gives the data-set size."""
+    scan, ctx = one.scan, one.ctx
+    bench_ev = one.param("submission_benchmark")
+    version = one.path_fact("version") or (
+        one.facts.layout.get("version") if one.facts.layout else None)
+    network, bench = network_for(
+        (bench_ev.value if bench_ev is not None and isinstance(bench_ev.value, str) else None)
+        or scan.benchmark_token or ctx.folder_network, version, scan.generation, train_logged,
+        batch)
+    if train_logged is None and bench is None:
+        raise ParseError(f"no train_samples in a {network or 'unknown'} log (a data-set size "
+                         "is known for MLPerf's CNN benchmarks only: "
+                         f"{', '.join(b.network for b in BENCHMARKS)})",
+                         line=one.first_train_line)
+    return network, bench
+
+
+def _segments(spans: list[Span], sizes: _Sizes, batch: int, clock: DisplayClock,
+              meta: dict[str, object]) -> list[Segment]:
+    """The train and eval spans as segments in time order, with the progress points the
+    MXNet display lines give single-epoch train spans."""
+    ordered = sorted(spans, key=lambda s: (s.start, s.start_line))
+    its_of = [float(sizes.train.steps * sp.epochs if sp.phase == "train" else sizes.eval.steps)
               for sp in ordered]
     shown = [k for k, sp in enumerate(ordered) if sp.phase == "train" and sp.epochs == 1]
     points = [((its, sp.end - sp.start),) for its, sp in zip(its_of, ordered, strict=True)]
@@ -323,24 +411,28 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
             ordered[k].start_index, ordered[k].end_index, ordered[k].start, ordered[k].end,
             its_of[k]) for k in shown], clock), strict=True):
         points[k] = pts
-    segments: list[Segment] = []
-    for span, its, pts in zip(ordered, its_of, points, strict=True):
-        segments.append(Segment(
-            phase=span.phase,  # type: ignore[arg-type]
-            iterations=its,
-            seconds=span.end - span.start,
-            batch_size=batch if span.phase == "train" else eval_batch,
-            start_time=span.start,
-            epoch_start=span.epoch_start,
-            epoch_end=span.epoch_end,
-            line=span.end_line,
-            points=pts,
-        ))
+    segments = [Segment(
+        phase=span.phase,  # type: ignore[arg-type]
+        iterations=its,
+        seconds=span.end - span.start,
+        batch_size=batch if span.phase == "train" else sizes.eval_batch,
+        start_time=span.start,
+        epoch_start=span.epoch_start,
+        epoch_end=span.epoch_end,
+        line=span.end_line,
+        points=pts,
+    ) for span, its, pts in zip(ordered, its_of, points, strict=True)]
     if clock.offset is not None and any(len(s.points) > 1 for s in segments):
         meta["points_from"] = "MXNet 'Epoch[e] Batch [a-b]' display lines"
         meta["display_clock_offset_s"] = clock.offset
+    return segments
 
-    # run facts
+
+def _run_facts(one: _Run, segments: list[Segment], spans: list[Span], cut: Truncation,
+               sizes: _Sizes, meta: dict[str, object]) -> Event | None:
+    """The run's start, stop, job facts (:mod:`.jobfacts`), status and sizes into ``meta``;
+    returns its ``run_start`` record."""
+    run, scan = one.events, one.scan
     start_ev = next((e for e in run if e.key == "run_start"), None)
     stop_ev = next((e for e in run if e.key == "run_stop"), None)
     timed = [e.time for e in run if e.time is not None]
@@ -348,30 +440,32 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
     meta["run_stop"] = stop_ev.time if stop_ev else None
     meta["last_event_time"] = max(timed) if timed else None
     for key, value in job_facts(run, segments, sum(sp.epochs for sp in spans),
-                                scan.resolution_s or 0.001, scan.clock_steps, fix).items():
+                                scan.resolution_s or 0.001, scan.clock_steps, one.fix).items():
         if key not in ("run_start", "run_stop"):
             meta[key] = value
     meta["status"] = stop_ev.meta.get("status") if stop_ev else None
     if stop_ev is None:
         cut.truncated = True
     meta["truncated"] = cut.truncated
-    meta["train_samples"] = train_samples
-    meta["eval_samples"] = eval_samples
-    meta["eval_batch_size"] = eval_batch
-    meta["steps_per_epoch"] = steps_per_epoch
-    if includes_eval:
-        meta["train_includes_eval"] = True
-    if scan.duplicates:
-        meta["duplicate_records_dropped"] = scan.duplicates
-    org_ev = param("submission_org")
+    meta["train_samples"] = sizes.train.samples
+    meta["eval_samples"] = sizes.eval.samples
+    meta["eval_batch_size"] = sizes.eval_batch
+    meta["steps_per_epoch"] = sizes.train.steps
+    return start_ev
+
+
+def _identity_facts(one: _Run, meta: dict[str, object]) -> None:
+    """Submitter, system name, precision, clock resolution and MLPerf round into ``meta``."""
+    scan, system, parts = one.scan, one.facts.system, one.facts.layout
+    org_ev = one.param("submission_org")
     sys_norm = system or {}
     logged_org = org_ev.value if org_ev is not None and isinstance(org_ev.value, str) else None
-    meta["submitter"] = (sys_norm.get("_mlperf_submitter") or logged_org
+    meta["submitter"] = (one.path_fact("submitter") or logged_org
                          or sys_norm.get("submitter"))
-    platform_ev = param("submission_platform")
-    parts = facts.layout
+    platform_ev = one.param("submission_platform")
     meta["system"] = system_name(
-        system, parts["submitter"] if parts else None, ctx.folder_system,
+        system, parts["submitter"] if parts else one.path_fact("submitter"),
+        one.ctx.folder_system,
         org_ev.value if org_ev is not None else None,
         platform_ev.value if platform_ev is not None else None)
     if scan.precision is not None:
@@ -382,27 +476,9 @@ def _build_run(run: list[Event], scan: Scan, ctx: ParseContext, clock: DisplayCl
             pass
     if scan.resolution_s is not None:
         meta["clock_resolution_s"] = scan.resolution_s
-    meta["mlperf_version"] = sys_norm.get("_mlperf_version")
+    meta["mlperf_version"] = one.path_fact("version")
     if scan.generation == "v0.5" and not meta["mlperf_version"]:
         meta["mlperf_version"] = "v0.5"
-    meta.update(_eval_facts(run, evals, spans, unit or 1))
-    meta.update(_warmup_facts(segments))
-    if deployment is None and system:
-        meta["deployment_note"] = "system description lacks accelerator name or counts"
-    fix.to_meta(meta)
-
-    return ParsedRun(
-        format=FORMAT,
-        network=network,
-        deployment=deployment,
-        framework=facts.framework,
-        batch_size=batch,
-        start_time=start_ev.time if start_ev and start_ev.time else segments[0].start_time,
-        segments=segments,
-        meta=meta,
-        first_line=run[0].line,
-        last_line=run[-1].line,
-    )
 
 
 def _eval_facts(run: list[Event], evals: list[Span], spans: list[Span],

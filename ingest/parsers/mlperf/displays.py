@@ -53,6 +53,7 @@ class Displays:
 
     @classmethod
     def empty(cls, gaps: int = 1) -> Displays:
+        """No display lines, for ``gaps`` gaps."""
         return cls(np.zeros(0), np.zeros(0, np.int64), np.zeros(gaps + 1, np.int64))
 
     def __len__(self) -> int:
@@ -184,6 +185,7 @@ class DisplayClock:
 
     @classmethod
     def of(cls, displays: Displays, times: list[float | None]) -> DisplayClock:
+        """``displays`` with their offset to the records' unix ``times`` (:func:`tz_offset`)."""
         return cls(displays, tz_offset(displays, times))
 
 

@@ -534,6 +534,8 @@ def scan_checked(lines: Iterable[str], evidence: bool = False) -> Scan:
 
 
 def to_number(value: object, what: str, line: int) -> float:
+    """A record's number (v0.5's ``{"value": ...}`` unwrapped); a :class:`ParseError` at
+    ``line`` naming ``what`` for anything else or a non-finite one."""
     if isinstance(value, dict) and "value" in value:  # v0.5 {"epoch": 2, "value": ...}
         value = value["value"]
     if isinstance(value, bool) or value is None:
@@ -550,6 +552,7 @@ def to_number(value: object, what: str, line: int) -> float:
 
 
 def positive_int(value: object, what: str, line: int) -> int:
+    """A record's positive whole number (at most 1e18); else a :class:`ParseError` at ``line``."""
     number = to_number(value, what, line)
     if number <= 0 or number != int(number) or number > 1e18:  # 1e18: products stay finite
         raise ParseError(f"{what} is {short_repr(value)}, not a positive whole number", line=line)

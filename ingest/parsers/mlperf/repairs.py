@@ -80,6 +80,7 @@ class Repairs:
     items: list[Repair] = field(default_factory=list)
 
     def add(self, kind: str, line: int | None, detail: str) -> Repair:
+        """Note a repair of a known ``kind`` (:data:`KINDS`) at ``line``; returns it."""
         if kind not in KINDS:
             raise ValueError(f"unknown repair kind {kind!r}")
         rep = Repair(kind, line, detail)
@@ -91,6 +92,7 @@ class Repairs:
         self.items = [r for r in self.items if r is not rep]
 
     def extend(self, other: Repairs) -> None:
+        """Add ``other``'s repairs after these."""
         self.items.extend(other.items)
 
     def for_lines(self, bounds: list[tuple[int, int]]) -> list[Repairs]:

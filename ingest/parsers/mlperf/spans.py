@@ -147,6 +147,7 @@ class Truncation:
 
 
 def epoch_spans(run: list[Event], cut: Truncation, fix: Repairs) -> list[Span]:
+    """The train spans of a run logged by ``epoch_start``/``epoch_stop`` records (rules above)."""
     spans: list[Span] = []
     open_ev: Event | None = None
     open_num: float = 0.0

@@ -9,10 +9,11 @@ Layout of the mlcommons ``training_results_vX.Y`` repositories::
 Folder names may contain spaces. The system file is JSON, except v0.6's, which holds
 ``key: {"value": ..., "metadata": ...}`` lines whose ``entry`` value is a Python dict
 literal (itself holding a ``nodes`` dict literal); both are decoded here into one dict.
-Facts the path gives are added under ``_mlperf_*`` keys: ``_mlperf_version`` (e.g.
-``"v0.7"`` from a folder ``v0.7`` or ``training_results_v0.7``), ``_mlperf_submitter``,
-``_mlperf_system_file``. A log outside this layout, or one whose system file is missing,
-gets a context without ``system`` (the parser then leaves ``deployment`` empty).
+The context (:class:`MlperfContext`) holds the description (``system``), the file it came
+from (``described_in``) and the facts the path gives: ``version`` (e.g. ``"v0.7"`` from a
+folder ``v0.7`` or ``training_results_v0.7``) and ``submitter``, set where the description
+was found. A log outside this layout, or one whose system file is missing, gets a context
+without ``system`` (the parser then leaves ``deployment`` empty).
 
 What the description gives a run
 --------------------------------
@@ -37,6 +38,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.deployment import Deployment
@@ -149,26 +151,36 @@ def _literal_dict(text: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+@dataclass(frozen=True)
+class MlperfContext(ParseContext):
+    """The context of a result log in the MLPerf layout: ``system`` is its system
+    description as loaded, ``described_in`` that file; ``submitter`` and ``version`` (the
+    round, e.g. ``"v0.7"``) are the facts the path gives, set where the description was
+    found."""
+
+    submitter: str | None = None
+    version: str | None = None
+
+
 def context_for(path: Path) -> ParseContext:
     """Parse context for one MLPerf result log: its system description (if found) with
-    the ``_mlperf_*`` facts of the path, and the benchmark and system folder names."""
+    the facts of the path, and the benchmark and system folder names."""
     path = Path(path)
     parts = layout_parts(path)
     if parts is None:
         return ParseContext(source=str(path))
     system_path = system_file_for(path)
-    system = None
-    if system_path is not None:
-        system = load_system(system_path)
-        system["_mlperf_submitter"] = parts["submitter"]
-        system["_mlperf_system_file"] = str(system_path)
-        if "version" in parts:
-            system["_mlperf_version"] = parts["version"]
-    return ParseContext(
+    if system_path is None:
+        return MlperfContext(source=str(path), folder_network=parts["benchmark"],
+                             folder_system=parts["system"])
+    return MlperfContext(
         source=str(path),
-        system=system,
+        system=load_system(system_path),
+        described_in=str(system_path),
         folder_network=parts["benchmark"],
         folder_system=parts["system"],
+        submitter=parts["submitter"],
+        version=parts.get("version"),
     )
 
 
@@ -276,7 +288,7 @@ def system_name(system: dict | None, submitter: str | None, folder: str | None,
                 logged_org: object = None, logged_platform: object = None) -> str | None:
     """``<submitter>/<system>`` (rules in the module doc); None when nothing names it."""
     norm = norm_keys(system) if system else {}
-    who = submitter or norm.get("_mlperf_submitter") or norm.get("submitter") or logged_org
+    who = submitter or norm.get("submitter") or logged_org
     what = folder or norm.get("system_name") or logged_platform
     if not isinstance(what, str) or not what.strip():
         return None
