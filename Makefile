@@ -23,7 +23,7 @@ demo: $(STAMP)   ## install, then run the main job on the bundled samples
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# mypy on the rooms pyproject.toml's [tool.mypy] lists (fleet, models, jobcast/service): 0 errors.
+# mypy on the rooms pyproject.toml's [tool.mypy] lists: 0 errors.
 typecheck: $(STAMP)
 	$(BIN)/mypy
 

@@ -14,7 +14,7 @@ passes are left out). Methods, all from the same history:
 * ``hybrid``: :class:`jobcast.service.hybrid.HybridRoute` (what ``Forecaster`` answers; the
   shape of the eager composition, as the Caffe stack maps);
 * ``hybrid_split``: the same with per-step and per-sample scales fitted apart
-  (``BatchShapeCalibrator(mode="split")``, not the route's default);
+  (``BatchShapeFit(mode="split")``, not the route's default);
 * ``hybrid_tf``: the same as ``hybrid`` with the TensorFlow composition's shape (the
   request's default framework);
 * ``e2e``: the end-to-end phase model fitted on the history (:mod:`models.e2e`);
@@ -50,11 +50,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ingest.pipeline import Overrides, ingest_paths  # noqa: E402
+from ingest.pipeline import IngestOptions, ingest_paths  # noqa: E402
 from ingest.store import Store  # noqa: E402
 from jobcast.service.forecaster import Forecaster  # noqa: E402
 from jobcast.service.hybrid import (  # noqa: E402
-    BatchShapeCalibrator,
+    BatchShapeFit,
     HybridRoute,
     history_from_points,
     key_points,
@@ -76,7 +76,7 @@ def load_points(held_out: Path) -> tuple[pd.DataFrame, set[str], Store]:
     """Train-phase progress points of all CaffeNet-128 logs, the history's sources, the store."""
     tmp = tempfile.mkdtemp(prefix="batch-hybrid-")
     store = Store(f"sqlite:///{tmp}/store.db")
-    over = Overrides(network=NETWORK, deployment=DEPLOYMENT)
+    over = IngestOptions(network=NETWORK, deployment=DEPLOYMENT)
     fit = ingest_paths(store, [str(p) for p in sorted(SHARED.glob("ducha_caffenet128_*.log"))],
                        over)
     rest = ingest_paths(store, [str(held_out)], over)
@@ -113,7 +113,7 @@ def evaluate(points: pd.DataFrame, history: set[str], store: Store, split: str) 
     hybrid = HybridRoute(LayerwiseRoute(), e2e, store)
     hybrid_tf = HybridRoute(LayerwiseRoute(), e2e, store, framework="tensorflow")
     hybrid_split = HybridRoute(LayerwiseRoute(), e2e, store,
-                               calibrator=BatchShapeCalibrator(mode="split"))
+                               calibrator=BatchShapeFit(mode="split"))
     layerwise = LayerwiseRoute()
     hist_points = key_points(points, models[0])
     rows = []

@@ -48,7 +48,7 @@ import sqlalchemy as sa  # noqa: E402
 
 from ingest.events import ParseError  # noqa: E402
 from ingest.parsers import registered  # noqa: E402
-from ingest.pipeline import Overrides, parse_data, write_parsed  # noqa: E402
+from ingest.pipeline import IngestOptions, parse_data, write_parsed  # noqa: E402
 from ingest.store import Store, files, runs, segments  # noqa: E402
 from ingest.validate import (  # noqa: E402
     MAX_BATCH_SIZE,
@@ -71,8 +71,8 @@ class Sample:
     path: Path
     flags: tuple[tuple[str, object], ...] = ()
 
-    def overrides(self) -> Overrides:
-        return Overrides(**dict(self.flags))
+    def overrides(self) -> IngestOptions:
+        return IngestOptions(**dict(self.flags))
 
 
 def _s(path: Path, **flags: object) -> Sample:

@@ -33,7 +33,7 @@ import sqlalchemy as sa  # noqa: E402
 from framework_runs import hf_run, lightning_run  # noqa: E402
 
 from ingest.parsers import registered  # noqa: E402
-from ingest.pipeline import Overrides, ingest_paths, parse_file  # noqa: E402
+from ingest.pipeline import IngestOptions, ingest_paths, parse_file  # noqa: E402
 from ingest.store import Store, files  # noqa: E402
 
 CPU = "1x cpu"
@@ -41,7 +41,7 @@ CPU = "1x cpu"
 
 def stored_vs_measured(folder: Path, measured, name: str) -> dict:
     log = folder / ("train.log" if (folder / "train.log").is_file() else "trainer_state.json")
-    [run] = parse_file(str(log), log, Overrides(deployment=CPU, network="tinycnn"),
+    [run] = parse_file(str(log), log, IngestOptions(deployment=CPU, network="tinycnn"),
                        registered()).runs
     train = [s for s in run.segments if s.phase == "train"]
     steps, seconds = sum(s.iterations for s in train), sum(s.seconds for s in train)
@@ -68,7 +68,7 @@ def library(which: str, work: Path, long_steps: int) -> dict:
         runs = {"a": hf_run(root / "a", max_steps=40), "b": hf_run(root / "b", max_steps=30)}
     store = Store(f"sqlite:///{root / 'store.db'}")
     report = ingest_paths(store, [str(root / n) for n in runs],
-                          Overrides(deployment=CPU, network="tinycnn", system=which))
+                          IngestOptions(deployment=CPU, network="tinycnn", system=which))
     rows = [stored_vs_measured(root / n, m, n) for n, m in runs.items()]
     fit_store_report(store)
     forecast = Forecaster(store).forecast(JobRequest(

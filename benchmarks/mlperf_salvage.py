@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ingest.events import ParseError  # noqa: E402
-from ingest.parsers import Overrides, registered  # noqa: E402
+from ingest.parsers import ParseOverrides, registered  # noqa: E402
 from ingest.parsers import mlperf as new_parser  # noqa: E402
 from ingest.pipeline import discover, parse_data  # noqa: E402
 
@@ -92,7 +92,7 @@ def outcomes(corpus: Path, results_only: bool = False) -> dict[str, object]:
         group = groups.setdefault(_group(corpus, path), _blank())
         group["files"] += 1  # type: ignore[operator]
         try:
-            parsed = parse_data(source, path, data, Overrides(), parsers, digest)
+            parsed = parse_data(source, path, data, ParseOverrides(), parsers, digest)
         except ParseError as exc:
             reason = re.sub(r"\d+(?:\.\d+)?", "N", exc.reason)
             rejected[reason] += 1
@@ -166,7 +166,7 @@ def speed(corpus: Path, repeats: int, old: ModuleType | None) -> dict[str, objec
     files = []
     for path in paths:
         try:
-            ctx = new_parser.context(path, str(path), Overrides())
+            ctx = new_parser.context(path, str(path), ParseOverrides())
         except ParseError:
             continue
         files.append((path.read_bytes(), ctx))

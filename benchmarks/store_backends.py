@@ -27,7 +27,7 @@ import uuid
 from pathlib import Path
 
 from ingest.parsers import registered
-from ingest.pipeline import Overrides, discover, ingest_paths, parse_file, write_parsed
+from ingest.pipeline import IngestOptions, discover, ingest_paths, parse_file, write_parsed
 from ingest.store import Store
 from jobcast.cli.postgres import LocalPostgres
 
@@ -80,7 +80,7 @@ def main() -> None:
     parsed, rejected = [], 0
     for source, path in files:
         try:
-            parsed.append(parse_file(source, path, Overrides(), parsers))
+            parsed.append(parse_file(source, path, IngestOptions(), parsers))
         except ValueError:
             rejected += 1
     parsed_mb = sum(p.size for p in parsed) / 1e6

@@ -202,7 +202,6 @@ class CatalogRowError(CatalogError):
     """One catalog row is bad (the reason alone; :func:`load_catalog` adds ``file:line``)."""
 
 
-_RowError = CatalogRowError  # the old private name (deprecated alias)
 
 
 def _text(row: dict[str, str | None], column: str, required: bool = True) -> str:

@@ -26,10 +26,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from fleet.deprecation import renamed_attributes
 from fleet.errors import DeploymentError
 
 PCIE_GEN3_GBS = 12.0  # x16 gen 3, per direction, as all-reduce gets it (of 15.75 on paper)
-PCIE_GBS = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}  # deprecated: use pcie_gbs(gen), any gen
 NVSWITCH_MIN_NVLINK_GBS = 600.0  # NVLink 3 (A100) and newer: 8-GPU boards are switched
 NETWORK_GBS = {"ib100": 12.5, "ib200": 25.0, "ib400": 50.0, "eth10": 1.25, "eth25": 3.125,
                "eth100": 12.5}
@@ -61,6 +61,13 @@ def pcie_gbs(gen: int | None) -> float:
     """GB/s per direction of an x16 PCIe link of generation ``gen`` with peer-to-peer:
     ``12 x 2**(gen - 3)`` (gen 3 = 12, doubling per generation); None counts as gen 3."""
     return PCIE_GEN3_GBS * 2.0 ** (int(gen or 3) - 3)
+
+
+# ``PCIE_GBS`` (the table of gens 3-6 the formula replaced): deprecated, for one release.
+__getattr__ = renamed_attributes(__name__, {
+    "PCIE_GBS": ("fleet.interconnect.pcie_gbs(gen)",
+                 lambda: {gen: pcie_gbs(gen) for gen in (3, 4, 5, 6)}),
+})
 
 
 def split_link_words(words: list[str]) -> tuple[list[str], str, str]:

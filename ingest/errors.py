@@ -14,6 +14,15 @@ class IngestError(JobcastError):
     kind: ClassVar[str] = "ingest"
 
 
+class StoreError(IngestError, RuntimeError):
+    """The store could not be opened, read, migrated or written; the message says what and
+    why. :class:`ingest.migrations.SchemaVersionError` (a store at another revision) is one.
+    Defined here, not in :mod:`ingest.store` (which re-exports it), so the migrations can
+    derive from it without an import cycle."""
+
+    kind: ClassVar[str] = "store"
+
+
 class IngestOptionError(IngestError, ValueError):
     """A setting an ingest was given is not valid: a Prometheus selector, duration, time or
     metric/label name, a ``--job-key`` expression. The message names the value and what

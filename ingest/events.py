@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Protocol
 
 from fleet.deployment import Deployment
+from fleet.deprecation import renamed_property, warn_renamed
 from ingest.errors import IngestError
 
 Phase = Literal["train", "test"]
@@ -116,14 +117,7 @@ class ParsedRun:
     first_line: int | None = None
     last_line: int | None = None
 
-    @property
-    def framework(self) -> str | None:
-        """Deprecated alias of :attr:`stack` (the software stack)."""
-        return self.stack
-
-    @framework.setter
-    def framework(self, value: str | None) -> None:
-        self.stack = value
+    framework = renamed_property("ParsedRun", "framework", "stack")
 
     def stored_key(self) -> str | None:
         """The deployment key the run is stored under: the one an ingest set in
@@ -144,6 +138,7 @@ def _init_with_alias(self: ParsedRun, *args: object, **kwargs: object) -> None:
     """ParsedRun(..., framework=...) is the deprecated spelling of ``stack=``; given both
     (as :func:`dataclasses.replace` with ``framework=`` does), ``framework`` wins."""
     if "framework" in kwargs:
+        warn_renamed("ParsedRun(framework=...)", "ParsedRun(stack=...)")
         kwargs["stack"] = kwargs.pop("framework")
     _parsed_run_init(self, *args, **kwargs)  # type: ignore[arg-type]
 
@@ -174,3 +169,29 @@ class ParseContext:
     network: str | None = None
     deployment: str | None = None
     batch_size: int | None = None
+
+
+class StorableFile(Protocol):
+    """One parsed file as the store reads it (:meth:`ingest.store.Store.add_files`): an
+    :class:`ingest.store.FileRecord` or an :class:`ingest.pipeline.ParsedFile`. Read-only
+    members, so a frozen dataclass fits."""
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 of the file's bytes."""
+
+    @property
+    def source(self) -> str:
+        """The path as given."""
+
+    @property
+    def fmt(self) -> str:
+        """The log format's name."""
+
+    @property
+    def size(self) -> int:
+        """Bytes."""
+
+    @property
+    def runs(self) -> list[ParsedRun]:
+        """The runs parsed from it."""

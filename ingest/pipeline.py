@@ -45,10 +45,11 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from fleet.catalog import GpuSpec, UnknownGpuError, resolve_gpu
 from fleet.deployment import Deployment, normalise_deployment
+from fleet.deprecation import renamed_attributes
 from fleet.names import lookup_key
 from ingest.events import ParseContext, ParsedRun, ParseError
 from ingest.parallel import BATCH_FILES, failure, run_ingest
@@ -89,7 +90,8 @@ class IngestOptions(ParseOverrides):
     override: bool = False
 
 
-Overrides = IngestOptions  # deprecated alias (one release): the name before issue 26
+# ``Overrides``: the name before issue 26 (two classes had it), deprecated for one release
+__getattr__ = renamed_attributes(__name__, {"Overrides": "IngestOptions"})
 
 
 @dataclass
@@ -204,10 +206,11 @@ def apply_overrides(
         variant = dict(variant) if isinstance(variant, dict) else {}
         variant.update((k.strip().lower(), v.strip().lower()) for k, v in overrides.tags)
         run.meta["variant"] = dict(sorted(variant.items()))
-    if getattr(overrides, "job_key", None) and "whole_job" in run.meta:
+    job_key = getattr(overrides, "job_key", None)
+    if job_key and "whole_job" in run.meta:
         from ingest.whole_job import apply_job_key
 
-        apply_job_key(run, overrides.job_key)
+        apply_job_key(run, job_key)
     if overrides.system:
         run.meta["system"] = overrides.system
     if overrides.deployment:
@@ -490,7 +493,7 @@ def collect_warnings(store: Store, report: IngestReport) -> IngestReport:
 def record(report: IngestReport, source: str, status: str, value: object) -> None:
     """Add one file's outcome from :func:`ingest_file` / :func:`write_parsed` to ``report``."""
     if status == "added":
-        report.added.append((source, int(value)))
+        report.added.append((source, int(cast("int", value))))  # runs added, an int
     else:
         report.duplicates.append((source, str(value)))
 

@@ -20,13 +20,14 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ingest.errors import IngestError
-from ingest.events import ParsedRun
+from fleet.deprecation import renamed_property
+from ingest.errors import StoreError
+from ingest.events import ParsedRun, StorableFile
 from ingest.home import default_store_url, ensure_home
 from ingest.migrations import SchemaVersionError, ensure_head
 
@@ -120,13 +121,8 @@ artifacts = sa.Table(
     sa.Column("fitted_at", sa.Float, nullable=False),
 )
 
-__all__ = ["SchemaVersionError"]  # re-exported: raised when a store is at another revision
-
-
-class StoreError(IngestError, RuntimeError):
-    """The database refused a write; the message says what was being written and why."""
-
-    kind: ClassVar[str] = "store"
+# re-exported: SchemaVersionError (a store at another revision, a StoreError), StoreError
+__all__ = ["SchemaVersionError", "StoreError"]
 
 
 def store_url(url: str | None = None) -> str:
@@ -149,7 +145,7 @@ class StoredRun:
     batch_size: int
     start_time: float | None
     meta: dict
-    framework = property(lambda self: self.stack, doc="Deprecated alias of :attr:`stack`.")
+    framework = renamed_property("StoredRun", "framework", "stack")
 
 
 class Store:
@@ -196,7 +192,7 @@ class Store:
         return self.add_files([FileRecord(content_hash, source, fmt, size, parsed)])[0]
 
     def add_files(
-        self, items: Iterable[object], *, wait_s: float = BUSY_WAIT_S
+        self, items: Iterable[StorableFile], *, wait_s: float = BUSY_WAIT_S
     ) -> list[int | None]:
         """Write many files and all their runs in ONE transaction: all of them or none.
 
@@ -422,7 +418,7 @@ class Store:
         for r in found:
             key = (r.source, r.content_hash)
             if key in seen or r.content_hash in stored_hashes \
-                    or stored_at.get(r.source, -math.inf) > r.rejected_at:
+                    or stored_at.get(r.source, -math.inf) > cast("float", r.rejected_at):
                 continue
             seen.add(key)
             out.append(r)
@@ -485,7 +481,7 @@ def _busy(exc: sa.exc.DBAPIError) -> bool:
     return any(word in text for word in _BUSY)
 
 
-def file_rows(item: object) -> _Prepared:
+def file_rows(item: StorableFile) -> _Prepared:
     """The rows of one file for :meth:`Store.add_files` (ids filled in at write time): JSON
     encoded here, so a parallel ingest builds them in its parsing processes."""
     file_row = {
@@ -536,12 +532,14 @@ def _insert_ignoring_hash(conn: Connection):
     it (SQLite, PostgreSQL), else None."""
     name = conn.dialect.name
     if name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    elif name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        return None
-    return insert(files).on_conflict_do_nothing(index_elements=[files.c.content_hash])
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(files).on_conflict_do_nothing(index_elements=[files.c.content_hash])
+    if name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(files).on_conflict_do_nothing(index_elements=[files.c.content_hash])
+    return None
 
 
 def _write_files(conn: Connection, prepared: list[_Prepared]) -> list[int | None]:

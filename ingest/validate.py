@@ -34,6 +34,7 @@ import json
 import math
 import operator
 import re
+from typing import Any, cast
 
 from ingest.events import ParsedRun, ParseError, Segment, short_repr
 
@@ -162,10 +163,11 @@ def _points_fine(points: object, it_max: float, sec_max: float) -> bool:
         return True
     if type(points) not in (tuple, list):
         return False
+    seq = cast("list[Any] | tuple[Any, ...]", points)  # the exact type test above
     try:
-        if set(map(len, points)) != {2}:  # type: ignore[call-overload]
+        if set(map(len, seq)) != {2}:
             return False
-        its, secs = zip(*points, strict=True)  # type: ignore[call-overload]
+        its, secs = zip(*seq, strict=True)
         if not {*map(type, its), *map(type, secs)} <= _PLAIN_NUMBERS:
             return False
         if not (all(map(math.isfinite, its)) and all(map(math.isfinite, secs))):
@@ -239,7 +241,7 @@ def validate_run(run: ParsedRun, index: int) -> None:
         why, line = found
         raise ParseError(f"{label}: {why}", line=line)
     for number, seg in enumerate(run.segments, start=1):
-        why = segment_problem(seg)
-        if why is not None:
-            raise ParseError(f"{label}, {seg.phase} segment {number}: {why}",
+        seg_why = segment_problem(seg)
+        if seg_why is not None:
+            raise ParseError(f"{label}, {seg.phase} segment {number}: {seg_why}",
                              line=seg.line or run.first_line)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
 from fleet.deployment import Deployment
@@ -184,7 +184,7 @@ def whole_job_run(fmt: str, record: dict, *, deployment: Deployment | None,
                      start_time=record.get("start"), segments=[], meta=meta)
 
 
-def _finite(value: object) -> bool:
+def _finite(value: object) -> TypeGuard[int | float]:
     return (isinstance(value, int | float) and not isinstance(value, bool)
             and math.isfinite(value))
 

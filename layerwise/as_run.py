@@ -415,7 +415,7 @@ def step_from_dict(doc: Mapping, sums: tuple[float, float, float], kernels: int,
 
 
 def floor_queries(rows: list[dict], plan: list, queries: list[dict], training: bool,
-                  optimizer: str, precision: Any, framework: str, hw: dict,
+                  optimizer: str, precision: Any, framework: str, hw: Mapping,
                   query: Any) -> dict[tuple[str, str], int]:
     """Append the smallest configuration of each priced kind (its per-call floor: forward,
     and the training step for GEMM kinds) to ``queries``; (kind, pass) -> query index."""

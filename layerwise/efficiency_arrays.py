@@ -366,8 +366,12 @@ class EfficiencyArrays:
         code = np.array([order.index(f) for f in fam], dtype=np.intp)
         layer_arr = np.array(layer, dtype=object)
         shared = self._shared_features()
-        X_all = feature_values(shared, records, columns, phys) if shared else None
-        pred = self._shared_pred(X_all, shared, code, chip, layer_arr) if shared else np.zeros(n)
+        X_all: np.ndarray | None = None
+        if shared:
+            X_all = feature_values(shared, records, columns, phys)
+            pred = self._shared_pred(X_all, shared, code, chip, layer_arr)
+        else:
+            pred = np.zeros(n)
         low, high = np.zeros(n), np.zeros(n)
         extrap = np.zeros(n, dtype=bool)
         for j, family in enumerate(order):
@@ -378,7 +382,7 @@ class EfficiencyArrays:
             if X_all is not None:
                 X = X_all[sel]
             else:
-                X = feature_values(entry["features"], [records[i] for i in sel], columns,
+                X = feature_values(entry["features"], [records[int(i)] for i in sel], columns,
                                    {k: v[sel] for k, v in phys.items()})
                 pred[sel] = self._family_pred(entry, X, chip[sel], layer_arr[sel])
             low[sel], high[sel], extrap[sel] = self._bounds(entry, X, chip[sel], seen[sel])

@@ -159,10 +159,10 @@ def forecast_network(
 
         predictor = default_predictor()
     if hasattr(predictor, "families_"):  # the roofline-efficiency predictor (v2)
-        result = compose_step(net, predictor, hw, precision, optimizer, framework,
-                              host_overhead_ms)
-        result.update(device=str(device))
-        return _with_epochs(result, dataset_size, epochs)
+        composed = compose_step(net, predictor, hw, precision, optimizer, framework,
+                                host_overhead_ms)
+        composed.update(device=str(device))
+        return _with_epochs(composed, dataset_size, epochs)
     if precision not in ("fp32", STRICT):
         raise ForecastInputError(f"precision {precision!r} needs the roofline-efficiency "
                                  "predictor; this predictor was trained on fp32 rows only")
@@ -266,16 +266,16 @@ def _price_layers(net: Network, predictor: Any, known: set[str], hw: dict, train
             plan.append((i, "none", None, None))
         elif kind in known:
             spec = get_layer(kind)
-            q = ask({c: row[c] for c in ("layer", *spec.columns, "optimizer", "precision")})
+            at = ask({c: row[c] for c in ("layer", *spec.columns, "optimizer", "precision")})
             fwd = None
             if add_forward and spec.input_gradient and row.get("grad_input", True):
-                fwd = ask({**queries[q], "optimizer": "none"})
+                fwd = ask({**queries[at], "optimizer": "none"})
                 floor_of(kind, "none")
             floor_of(kind, row["optimizer"])
-            plan.append((i, "predictor", q, fwd))
+            plan.append((i, "predictor", at, fwd))
         elif (kind == "unknown" or kind in PROXY_KINDS) and PROXY_KIND in known \
-                and _proxy_act_row(row) is not None:
-            plan.append((i, "proxy-act", ask(_proxy_act_row(row)), None))
+                and (proxy := _proxy_act_row(row)) is not None:
+            plan.append((i, "proxy-act", ask(proxy), None))
             floor_of(PROXY_KIND, row["optimizer"])
         else:
             plan.append((i, "roofline", None, None))
@@ -307,6 +307,7 @@ def _price_layers(net: Network, predictor: Any, known: set[str], hw: dict, train
             lo, hi = ms * ROUGH_INTERVAL[0], ms * ROUGH_INTERVAL[1]
         else:
             kind = PROXY_KIND if method == "proxy-act" else row["layer"]
+            assert q is not None  # a predictor or proxy-act plan entry always has its query
             ms, lo, hi = net_ms(q, (kind, row["optimizer"]))
             if fwd is not None:
                 extra = net_ms(fwd, (kind, "none"))

@@ -15,6 +15,7 @@ import platform
 import re
 import warnings
 from pathlib import Path
+from typing import TypedDict
 
 from fleet.quiet_tf import quiet_import
 from layerwise.errors import DeviceError
@@ -32,7 +33,17 @@ def usable_cpus() -> int | None:
         return os.cpu_count()
 
 
-def parse_cpuinfo(text: str) -> dict[str, object]:
+class CpuInfo(TypedDict):
+    """What :func:`parse_cpuinfo` reads (a plain dict at run time)."""
+
+    model: str
+    logical_cores: int
+    physical_cores: int
+    mhz: float
+    flags: set[str]
+
+
+def parse_cpuinfo(text: str) -> CpuInfo:
     """Model name, logical/physical core counts, MHz and SIMD flags from ``/proc/cpuinfo`` text."""
     model = ""
     mhz: list[float] = []
@@ -131,7 +142,7 @@ def cpu_features(cpuinfo_text: str | None = None) -> dict[str, object]:
     physical = int(info["physical_cores"]) or logical
     cores = max(1, min(int(usable or logical), physical))
     mhz = _max_mhz(str(info["model"]), float(info["mhz"]))
-    peak = cores * mhz * 1e6 * _fp32_per_cycle(info["flags"]) / 1e12  # type: ignore[arg-type]
+    peak = cores * mhz * 1e6 * _fp32_per_cycle(info["flags"]) / 1e12
     return {
         "gpu": cpu_slug(str(info["model"]), cores),
         "hw_kind": "cpu",

@@ -384,6 +384,8 @@ def _traced(text: str, image_size: int | None) -> tuple[str, list[NetLayer]]:
     from layerwise import torch_graph
 
     ref = torch_graph.parse_reference(text)
+    if ref is None:
+        raise NetworkSpecError(f"{text!r} is not a module:callable reference")
     name, layers, _ = torch_graph.reference_layers(ref, image_size)
     return name, layers
 
@@ -394,6 +396,12 @@ def _torch_found(name: str, image_size: int | None) -> _Found | None:
     canonical = torch_zoo.lookup(name)
     if canonical is None:
         return None
+    return _shipped_found(canonical, image_size)
+
+
+def _shipped_found(canonical: str, image_size: int | None) -> _Found:
+    """The shipped spec of ``canonical`` (a name :func:`torch_zoo.lookup` returned) at its
+    side, else the model traced at ``image_size`` (rules in :func:`_torch_found`)."""
     spec = torch_zoo.load(canonical)
     side = int(image_size or spec.image_size)
     if side == spec.image_size:
@@ -428,7 +436,7 @@ def _resolve(source: Any, image_size: int | None, framework: str | None) -> _Fou
     if ref is not None:
         shipped = torch_zoo.shipped_reference(ref.module, ref.attr, ref.args, ref.kwargs)
         if shipped is not None:
-            return _torch_found(shipped, image_size)
+            return _shipped_found(shipped, image_size)
         name, layers = _traced(text, image_size)
         side = int(image_size or torch_graph.DEFAULT_IMAGE_SIZE)
         return _Found(name, layers, (side, side, 3))

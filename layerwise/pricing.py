@@ -128,8 +128,8 @@ def price_rows(rows: list[dict], known: Any, predict: Predict, hw: Mapping,
         if kind == "view" or kind not in known:
             plan.append((i, "none" if kind == "view" else "unpriced", None, None))
             continue
-        fwd, train = _ask(queries, row, precision, framework, hw, training, optimizer)
-        plan.append((i, "predictor", fwd, train))
+        asked = _ask(queries, row, precision, framework, hw, training, optimizer)
+        plan.append((i, "predictor", *asked))
         top = precision.ceiling_for(row) if isinstance(precision, RunPrecision) else None
         if top is not None:
             bounds[i] = _ask(queries, row, top, framework, hw, training, optimizer)

@@ -50,6 +50,7 @@ import importlib
 import inspect
 import re
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -135,7 +136,8 @@ def _no_downloads() -> Any:
 
     saved_download, saved_load = torch.hub.download_url_to_file, torch.nn.Module.load_state_dict
     torch.hub.download_url_to_file = refuse
-    torch.nn.Module.load_state_dict = load
+    # Deliberate patches of torch for the build, restored in `finally` (mypy cannot type them).
+    torch.nn.Module.load_state_dict = load  # type: ignore[method-assign, assignment]
     weights_api = _torchvision_weights()
     saved_state = weights_api.get_state_dict if weights_api is not None else None
     if weights_api is not None:
@@ -144,7 +146,7 @@ def _no_downloads() -> Any:
         yield
     finally:
         torch.hub.download_url_to_file = saved_download
-        torch.nn.Module.load_state_dict = saved_load
+        torch.nn.Module.load_state_dict = saved_load  # type: ignore[method-assign]
         if weights_api is not None:
             weights_api.get_state_dict = saved_state
 
@@ -175,11 +177,14 @@ def _params_on_meta() -> Any:
     def buffer(module: Any, name: str, value: Any, persistent: bool = True) -> None:
         saved_buffer(module, name, value if value is None else value.to("meta"), persistent)
 
-    nn.register_parameter, nn.register_buffer = param, buffer
+    # Deliberate patches of torch.nn.Module, restored in `finally` (mypy cannot type them).
+    nn.register_parameter = param  # type: ignore[method-assign, assignment]
+    nn.register_buffer = buffer  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:
-        nn.register_parameter, nn.register_buffer = saved_param, saved_buffer
+        nn.register_parameter = saved_param  # type: ignore[method-assign]
+        nn.register_buffer = saved_buffer  # type: ignore[method-assign]
 
 
 def build_model(ref: TorchRef) -> Any:
@@ -200,6 +205,7 @@ def build_model(ref: TorchRef) -> Any:
         raise NetworkSpecError(f"{ref}: {ref.attr} is not callable")
     kwargs = dict(ref.kwargs)
     if ref.module.split(".")[0] == "torchvision":
+        accepted: Mapping[str, inspect.Parameter]
         try:
             accepted = inspect.signature(obj).parameters
         except (TypeError, ValueError):
@@ -237,7 +243,7 @@ def example_inputs(model: Any, batch: int, side: int) -> tuple:
     """Meta inputs of one training step: an image batch, or images and targets (module rules)."""
     import torch
 
-    meta = {"device": "meta"}
+    meta: dict[str, Any] = {"device": "meta"}
     try:
         wants_targets = "targets" in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):

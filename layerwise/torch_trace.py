@@ -42,6 +42,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import torch
@@ -134,7 +135,7 @@ SELECTION_RULES: dict[tuple[str, str], Callable[[Any, int, tuple], int]] = {
 
 def call_site() -> Any:
     """The innermost frame outside torch and this package (the model's own code)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         path = frame.f_code.co_filename
         if not path.startswith(TORCH_DIR) and not path.startswith(HERE):

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from fleet.errors import ErrorInfo
+from fleet.errors import BUG_KIND, ErrorInfo
 from ingest.store import Store
 from models.choice import Choice, NoModelError, select
 from models.dataset import SkippedRun, collect_points, stack_key
@@ -134,7 +134,8 @@ def assign_ids(keys: list[Key]) -> dict[Key, str]:
 
 @dataclass(frozen=True)
 class FitFailure:
-    """A key that could not be fitted, and why."""
+    """A key that could not be fitted, and why; ``kind`` is its error kind: ``fit`` (the
+    key's data), or ``bug`` (a bug in jobcast stopped it: ``models.hierarchy``)."""
 
     model_id: str
     network: str
@@ -146,11 +147,12 @@ class FitFailure:
     points: int
     variant: str = ""
     system: str = ""
+    kind: str = FIT_FAILURE_KIND
 
     def info(self) -> ErrorInfo:
         """The failure in the one error shape (:class:`fleet.errors.ErrorInfo`, kind
-        ``fit``)."""
-        return ErrorInfo(kind=FIT_FAILURE_KIND, message=self.reason)
+        ``fit``, or ``bug``)."""
+        return ErrorInfo(kind=self.kind, message=self.reason)
 
     def to_dict(self) -> dict:
         """The ``jobcast fit --json`` entry: the key, its size, ``error`` (the reason, a
@@ -261,7 +263,7 @@ def fit_report(points: pd.DataFrame, form: str = "auto",
         if plan.error is not None:
             report.failures.append(FitFailure(mid, network, deployment, phase, plan.stack,
                                               plan.error, plan.runs, plan.points, variant,
-                                              system))
+                                              system, BUG_KIND if plan.bug else FIT_FAILURE_KIND))
             continue
         taken[mid] = plan.key
         assert plan.estimator is not None  # no error: fitted (hierarchy.fit_groups)

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from fleet.errors import JobcastError, bug_info
 from models.phase_model import COVERAGE, MIN_SOLID_POINTS, PhaseTimeModel
 
 MIN_SPREAD_SAMPLES = 3
@@ -57,7 +58,8 @@ Z = float(stats.norm.ppf(0.5 + COVERAGE / 2))
 
 @dataclass
 class Planned:
-    """One key of a fit: its estimator, or the error that kept it from one."""
+    """One key of a fit: its estimator, or the error that kept it from one (``bug``: that
+    error is a bug in jobcast, not the key's data: :func:`_plan`)."""
 
     key: tuple[str, str, str, str, str, str]  # network .. phase, stack key, variant, system
     stack: str  # spelling
@@ -71,6 +73,7 @@ class Planned:
     systems: dict[str, int] = field(default_factory=dict)
     prior: dict = field(default_factory=dict)
     rows: pd.DataFrame | None = field(default=None, repr=False)
+    bug: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,11 @@ def _half(variance: float) -> float:
 
 
 def _plan(key, rows: pd.DataFrame, form: str, fit_key: Callable) -> Planned:
+    """The key's plan with ``fit_key(rows, form)`` fitted, or the reason it failed; a failure
+    never stops the other keys. An expected failure (a :class:`JobcastError`, or the
+    ``ValueError`` with which a scikit-learn-style estimator refuses data it cannot fit) is
+    the key's reason as it says it; any other exception is a bug in jobcast and said so
+    (``bug`` set, the message of :func:`fleet.errors.bug_info`)."""
     starts = rows["start_time"].dropna()
     plan = Planned(
         key=key, stack=str(rows["stack"].iloc[0]), runs=int(rows["run_id"].nunique()),
@@ -109,9 +117,10 @@ def _plan(key, rows: pd.DataFrame, form: str, fit_key: Callable) -> Planned:
     )
     try:
         plan.estimator = fit_key(rows, form)
-    except Exception as exc:  # noqa: BLE001 - any reason: report the key, fit the others
-        text = str(exc) or "no message"
-        plan.error = text if isinstance(exc, ValueError) else f"{type(exc).__name__}: {text}"
+    except (JobcastError, ValueError) as exc:  # the key's data cannot be fitted
+        plan.error = str(exc) or "no message"
+    except Exception as exc:  # noqa: BLE001 - a bug: report it as one, fit the other keys
+        plan.error, plan.bug = bug_info(exc).message, True
     return plan
 
 

@@ -77,7 +77,7 @@ def summarise(run: StoredRun, phases: dict[str, dict]) -> dict | None:
     wall = _wall(meta, phases, t_s + e_s)
     init = _finite(meta.get("init_seconds"))
     overlap = min(max(_finite(meta.get("eval_overlap_seconds")) or 0.0, 0.0), e_s)
-    stack = software_stack(run.framework)
+    stack = software_stack(run.stack)
     return {
         "run_id": run.id, "source": run.source, "network": run.network,
         "deployment": run.deployment, "system": system, "stack": stack,

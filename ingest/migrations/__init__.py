@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ingest.credentials import hide_password
-from ingest.errors import IngestError
+from ingest.errors import StoreError
 
 REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004")
 HEAD = REVISIONS[-1]
@@ -48,8 +48,9 @@ _version = sa.Table(
 )
 
 
-class SchemaVersionError(IngestError, RuntimeError):
-    """The store's schema is not the one this code reads; the message says what to do."""
+class SchemaVersionError(StoreError):
+    """The store's schema is not the one this code reads; the message says what to do. A
+    :class:`~ingest.errors.StoreError` (so an ``IngestError`` and a ``RuntimeError``)."""
 
     kind: ClassVar[str] = "store"
 

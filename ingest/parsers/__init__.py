@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from fleet.deprecation import renamed_attributes
 from ingest.events import ParseContext, ParsedRun, ParseError
 
 SNIFF_LINES = 200
@@ -55,7 +56,8 @@ class ParseOverrides:
     job_key: str | None = None  # --job-key: identity rule of whole-job runs (ingest.whole_job)
 
 
-Overrides = ParseOverrides  # deprecated alias (one release): the name before issue 26
+# ``Overrides``: the name before issue 26 (two classes had it), deprecated for one release
+__getattr__ = renamed_attributes(__name__, {"Overrides": "ParseOverrides"})
 
 
 @runtime_checkable

@@ -46,6 +46,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment
 
@@ -287,7 +288,7 @@ class _Builder:
                     batch_size=self.ctx.batch_size, line=bar.last.line, points=points,
                 ))
             else:
-                run.meta["predict_bars"] = int(run.meta.get("predict_bars", 0)) + 1
+                run.meta["predict_bars"] = int(cast("int", run.meta.get("predict_bars", 0))) + 1
         if self.epoch is not None and (not bars or not bars[0].complete):
             run.meta["truncated"] = True
         self.epoch = None

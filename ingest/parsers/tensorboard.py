@@ -222,7 +222,8 @@ def _load_config(path: Path) -> dict | None:
         if path.suffix == ".json":
             tree = json.loads(text)
         else:
-            import yaml  # optional (the history extra); without it YAML configs are not read
+            # optional (the history extra): without it YAML configs are not read
+            import yaml
 
             tree = yaml.safe_load(text)
     except Exception:  # noqa: BLE001 - a config file that does not load gives no facts

@@ -64,6 +64,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 
 from fleet.deployment import Deployment
 from fleet.lambda_layout import is_side_file, parse_log_path, parse_metadata
@@ -364,9 +365,12 @@ def _build(run: _Run, gpu_name: str | None, ctx: ParseContext) -> ParsedRun:
     mode = "training" if mode_text == "training" else "inference"
     meta["mode"] = mode
     variant = _reconcile(run, ctx, mode, n_devices)
-    for repair in run.repairs:
-        meta.setdefault("repairs", []).append(repair)
-        meta.setdefault("warnings", []).append(repair["detail"])
+    if run.repairs:
+        repairs = cast("list[object]", meta.setdefault("repairs", []))
+        warnings = cast("list[object]", meta.setdefault("warnings", []))
+        for repair in run.repairs:
+            repairs.append(repair)
+            warnings.append(repair["detail"])
     if variant:
         meta["variant"] = dict(sorted(variant.items()))
     if ctx.folder_system:
@@ -374,12 +378,11 @@ def _build(run: _Run, gpu_name: str | None, ctx: ParseContext) -> ParsedRun:
 
     first_step, _, first_unix, _ = run.steps[0]
     last_step = run.steps[-1][0]
-    timed = first_unix is not None
     points: list[tuple[float, float]] = []
-    if timed:
+    if first_unix is not None:
         start = float(first_unix)
-        for step, _, unix, _ in run.steps:
-            points.append((float(step - first_step), float(unix) - start))
+        for step, _, unix, _ in run.steps:  # all timed: a later step line without is refused
+            points.append((float(step - first_step), float(cast("float", unix)) - start))
         meta["clock_resolution_s"] = 10.0 ** -run.decimals
         meta["timing"] = "unix time"
     elif batch is not None:
@@ -400,7 +403,7 @@ def _build(run: _Run, gpu_name: str | None, ctx: ParseContext) -> ParsedRun:
         iterations=float(last_step - first_step),
         seconds=monotone[-1][1],
         batch_size=batch,
-        start_time=float(first_unix) if timed else None,
+        start_time=float(first_unix) if first_unix is not None else None,
         iteration_start=first_step,
         iteration_end=last_step - 1,
         line=run.steps[-1][3],
@@ -415,7 +418,7 @@ def _build(run: _Run, gpu_name: str | None, ctx: ParseContext) -> ParsedRun:
         deployment=deployment,
         stack=f"TensorFlow {version}" if version else "TensorFlow",
         batch_size=batch,
-        start_time=float(first_unix) if timed else None,
+        start_time=float(first_unix) if first_unix is not None else None,
         segments=[segment],
         meta=meta,
         first_line=run.first_line,

@@ -196,7 +196,7 @@ def run_files(folder: Path) -> dict[str, object]:
         if "config" not in out and config_path.is_file():
             try:
                 if config_path.stat().st_size <= MAX_META_BYTES:
-                    import yaml  # optional (the history extra)
+                    import yaml
 
                     tree = yaml.safe_load(config_path.read_text(encoding="utf-8",
                                                                 errors="replace"))

@@ -30,9 +30,9 @@ import json
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
-from ingest.errors import IngestError
+from ingest.events import ParseError
 
 MAX_RECORD_BYTES = 1 << 31  # a TFRecord length beyond this is corruption, not data
 LEVELDB_BLOCK = 32768
@@ -40,15 +40,17 @@ LEVELDB_CHUNK_HEADER = 7
 WANDB_HEADER = b":W&B" + struct.pack("<HB", 0xBEE1, 0)
 
 
-class WireError(IngestError, ValueError):
-    """Bytes that do not follow the framing: ``record`` is the 1-based record number."""
-
-    kind: ClassVar[str] = "parse"
+class WireError(ParseError):
+    """Bytes that do not follow the framing: ``record`` is the 1-based record number (also its
+    ``line``: a binary log's parser reports records as lines). A :class:`ParseError` whose
+    message is the reason alone (the parsers add the file and the record)."""
 
     def __init__(self, reason: str, record: int | None = None):
-        self.reason = reason
+        super().__init__(reason, line=record)
         self.record = record
-        super().__init__(reason)
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 def _crc32c_table() -> list[int]:

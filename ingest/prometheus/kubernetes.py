@@ -37,6 +37,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 from ingest.events import ParsedRun, ParseError
 from ingest.prometheus.client import PrometheusClient, PrometheusError
@@ -50,6 +51,9 @@ from ingest.prometheus.dcgm import (
 )
 from ingest.prometheus.names import iso_time, selector
 from ingest.whole_job import gpu_deployment, job_key, whole_job_run
+
+if TYPE_CHECKING:
+    from fleet.deployment import Deployment
 
 FORMAT = "kubernetes"
 MAX_SERIES = 200_000
@@ -198,7 +202,7 @@ def _models(client: PrometheusClient, width: int, until: float) -> tuple[dict, d
 
 
 def _join(job: K8sJob, by_pod: dict, by_host: dict, rule: str | None,
-          ) -> tuple[dict, object, str | None, list[str]]:
+          ) -> tuple[dict, Deployment | None, str | None, list[str]]:
     """(record, deployment, deployment key, notes) of a Job; ParseError on a partial join."""
     if not job.pods:
         raise ParseError(f"no pod of Job {job.namespace}/{job.name} in kube_pod_owner (its "
@@ -327,7 +331,7 @@ def store_k8s_jobs(store, fetched: FetchedK8s) -> dict:
                                "rejected": list(fetched.rejected)}
     known = {r.source for r in store.runs() if r.format == FORMAT}
     for source, run in fetched.runs:
-        record = run.meta["whole_job"]
+        record = cast("dict[str, Any]", run.meta["whole_job"])  # set by whole_job_run
         if source in known:
             report["duplicates"].append({"source": source, "job": record["job_id"]})
             continue

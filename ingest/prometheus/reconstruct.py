@@ -126,18 +126,18 @@ def _job_series(series: Iterable[dict], names: MetricNames):
                 (min(times), max(times), len(times), target_id, data))
     for job, targets in by_job.items():
         kept: list[tuple[float, float, int, str, dict]] = []
-        for target in sorted(targets):
-            if kept and target[0] <= kept[-1][1]:  # overlaps the previous one: concurrent
-                loser = min(kept[-1], target, key=lambda x: x[2])
+        for span in sorted(targets):
+            if kept and span[0] <= kept[-1][1]:  # overlaps the previous one: concurrent
+                loser = min(kept[-1], span, key=lambda x: x[2])
                 dropped.setdefault(job, []).append(loser[3])
                 if loser is kept[-1]:
-                    kept[-1] = target
+                    kept[-1] = span
                 continue
-            kept.append(target)
+            kept.append(span)
         merged: dict[tuple[str, str | None], dict[float, float]] = {}
         for *_, data in kept:
-            for key, samples in data.items():
-                merged.setdefault(key, {}).update(samples)
+            for series_key, samples in data.items():
+                merged.setdefault(series_key, {}).update(samples)
         jobs[job] = merged
     return jobs, labels, dropped
 
@@ -149,8 +149,8 @@ def _attempt_bounds(data: dict[tuple[str, str | None], dict[float, float]]) -> l
         if key == "job_start" or key in COUNTERS:
             starts[(key, phase)] = sorted(samples.items())
     bounds = set()
-    for (key, _), samples in starts.items():
-        for (_t0, v0), (t1, v1) in zip(samples, samples[1:], strict=False):
+    for (key, _), pairs in starts.items():
+        for (_t0, v0), (t1, v1) in zip(pairs, pairs[1:], strict=False):
             if (key == "job_start" and v1 != v0) or (key in COUNTERS and v1 < v0 - 1e-9):
                 bounds.add(t1)
     return sorted(bounds)
@@ -249,7 +249,7 @@ def _segment(phase, off_i, off_s, start, epoch, batch, points, end, merged) -> S
             pts.append((it, min(max(sec, pts[-1][1] if pts else 0.0), seconds)))
     pts.append((iterations, seconds))
     return Segment(
-        phase=phase,  # type: ignore[arg-type]
+        phase=phase,
         iterations=iterations,
         seconds=seconds,
         batch_size=batch,

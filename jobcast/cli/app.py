@@ -188,6 +188,9 @@ def fit(
     A key that cannot be fitted is reported with its reason and the others are fitted
     (exit 0); the command fails only when no model could be fitted.
     """
+    from collections import Counter
+
+    from fleet.errors import BUG_KIND
     from jobcast.cli.views import models_payload, models_table
     from jobcast.service.fitting import fit_store_all
     from jobcast.service.stores import StoreError
@@ -225,8 +228,13 @@ def fit(
                                                  key=lambda kv: kv[1]["mape"]))
             note("backtest", f"{summary.rows} forecasts of {summary.systems} systems' later "
                  f"runs; mean error by candidate kind: {kinds}")
+        for message, times in Counter(b.message for b in summary.bugs).items():
+            note("backtest bug", message + (f" ({times} asks)" if times > 1 else ""), "red")
         for failure in failures:
-            note("not fitted", str(failure))
+            if failure.kind == BUG_KIND:
+                note("not fitted, a bug", str(failure), "red")
+            else:
+                note("not fitted", str(failure))
         for run in report.skipped:
             note("skipped run", str(run))
 

@@ -12,9 +12,11 @@ hidden for one release with a warning on stderr: ``--device`` (now ``--local-dev
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from fleet.deprecation import renamed_attributes
 from jobcast.cli.options import (
     RAY_ADDRESS,
     deprecated_alias,
@@ -30,16 +32,15 @@ def register(app: typer.Typer) -> None:
     app.command("bench")(bench)
 
 
-def resolve_backend(name: str, installed: bool = True) -> str:
-    """Deprecated here: :func:`jobcast.service.benching.resolve_backend` (the same rule)."""
-    import warnings
+def _resolve_backend() -> Any:
+    from jobcast.service.benching import resolve_backend
 
-    from jobcast.service.benching import resolve_backend as resolve
+    return resolve_backend
 
-    warnings.warn("jobcast.cli.bench.resolve_backend is deprecated; use "
-                  "jobcast.service.benching.resolve_backend", DeprecationWarning, stacklevel=2)
 
-    return resolve(name, installed)
+# ``resolve_backend`` moved to the service door (the same rule): deprecated here, one release.
+__getattr__ = renamed_attributes(__name__, {
+    "resolve_backend": ("jobcast.service.benching.resolve_backend", _resolve_backend)})
 
 
 def bench(

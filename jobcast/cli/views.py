@@ -42,8 +42,8 @@ def runs_payload(store: Store, network: str | None = None, deployment: str | Non
                 "network": r.network,
                 "deployment": r.deployment,
                 "system": _system(r.meta),
-                "stack": r.framework,  # the software stack (e.g. "tensorflow 2.15")
-                "framework": r.framework,  # its old key, kept one release
+                "stack": r.stack,  # the software stack (e.g. "tensorflow 2.15")
+                "framework": r.stack,  # its old key, kept one release
                 "batch_size": r.batch_size,
                 "start_time": r.start_time,
                 # what the parser repaired and warned about, the system and variant keys

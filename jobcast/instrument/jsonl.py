@@ -134,7 +134,9 @@ class JsonlWriter:
 
 
 def _make_logger_class() -> type:
-    class JobcastLogger(keras_callback_base()):
+    callback_base: Any = keras_callback_base()  # built at run time: Keras is optional
+
+    class JobcastLogger(callback_base):
         """Keras callback writing the jobcast JSON-lines format to ``path``.
 
         ``every_n_steps``: a ``progress`` event every so many batches (train and test).

@@ -314,7 +314,9 @@ class _AfterBody:
 
 
 def _make_callback_class() -> type:
-    class PromCallback(keras_callback_base()):
+    callback_base: Any = keras_callback_base()  # built at run time: Keras is optional
+
+    class PromCallback(callback_base):
         """Keras callback feeding a :class:`PromExporter` from ``model.fit``.
 
         Each epoch is a ``train`` phase (it ends at its last batch's end, where the

@@ -33,6 +33,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -226,11 +227,11 @@ class TrainingLog:
 
 
 def _lightning() -> Any:
-    try:
-        import lightning.pytorch as pl  # the unified package
+    try:  # the unified package, by name: it need not be installed where types are checked
+        return importlib.import_module("lightning.pytorch")
     except ImportError:
         import pytorch_lightning as pl
-    return pl
+        return pl
 
 
 def lightning_callback(sinks: Sequence[Any], *, every_n_steps: int = 1, network: str | None = None,
@@ -239,8 +240,9 @@ def lightning_callback(sinks: Sequence[Any], *, every_n_steps: int = 1, network:
     """A Lightning ``Callback`` feeding ``sinks`` (module rules). ``batch_size``: the global
     batch (default: the datamodule/loader batch x ``trainer.world_size``)."""
     pl = _lightning()
+    callback_base: Any = pl.Callback  # Lightning is optional: found at run time
 
-    class JobcastLightningCallback(pl.Callback):  # type: ignore[name-defined,misc]
+    class JobcastLightningCallback(callback_base):
         def __init__(self) -> None:
             super().__init__()
             self.recorder = PhaseRecorder(sinks, every_n_steps=every_n_steps, network=network,

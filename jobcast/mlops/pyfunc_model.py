@@ -59,12 +59,13 @@ from typing import Any, ClassVar
 import mlflow
 import pandas as pd
 from mlflow.models import ModelSignature
-from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema
+from mlflow.pyfunc import PythonModel
+from mlflow.types import ColSpec, ParamSchema, ParamSpec, Schema, TensorSpec
 from mlflow.types.schema import AnyType
 
 from fleet.errors import ErrorInfo, JobcastError, bug_info, error_info
 from jobcast.mlops.errors import MlopsError
-from jobcast.service.forecast import ForecastFailure, Outcome
+from jobcast.service.forecast import Forecast, ForecastFailure, Outcome
 from jobcast.service.forecaster import Forecaster
 from jobcast.service.request import FIELDS, Field, JobRequest
 from jobcast.service.routes import LAYERWISE_MODEL
@@ -126,10 +127,11 @@ def _declared(kind: str) -> str | AnyType:
 
 def forecaster_signature() -> ModelSignature:
     """Input columns (required and optional), output columns and the ``errors`` parameter."""
-    inputs = [ColSpec(_declared(t), n) for n, t in REQUIRED_COLUMNS.items()]
+    inputs: list[ColSpec | TensorSpec] = [
+        ColSpec(_declared(t), n) for n, t in REQUIRED_COLUMNS.items()]
     inputs += [ColSpec(_declared(t), n, required=False) for n, t in OPTIONAL_COLUMNS.items()]
-    outputs = [ColSpec(t, n, required=n not in OPTIONAL_OUTPUTS)
-               for n, t in OUTPUT_COLUMNS.items()]
+    outputs: list[ColSpec | TensorSpec] = [ColSpec(t, n, required=n not in OPTIONAL_OUTPUTS)
+                                           for n, t in OUTPUT_COLUMNS.items()]
     params = ParamSchema([ParamSpec("errors", "string", "raise")])
     return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs), params=params)
 
@@ -170,7 +172,7 @@ def error_row(message: str) -> dict:
 def output_row(outcome: Outcome) -> dict:
     """One answer row (the columns of :data:`OUTPUT_COLUMNS`); a forecast whose numbers are
     not finite, or whose interval does not hold its point, is an error row, never an answer."""
-    if not outcome.ok:
+    if not isinstance(outcome, Forecast):  # a ForecastFailure: ``outcome.ok`` is False
         return error_row(str(outcome.error))
     numbers = (outcome.seconds, outcome.low, outcome.high)
     if not all(math.isfinite(float(x)) for x in numbers) or not (
@@ -226,7 +228,7 @@ def directory_fingerprint(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-class JobcastForecaster(mlflow.pyfunc.PythonModel):
+class JobcastForecaster(PythonModel):
     """The pyfunc model (see the module doc). Results are cached per distinct job."""
 
     predictor_id: str | None = None  # content hash of the packaged predictor folder
@@ -296,7 +298,8 @@ class JobcastForecaster(mlflow.pyfunc.PythonModel):
 
     def _name_layerwise(self, outcome: Outcome) -> Outcome:
         """Name the packaged predictor by its content hash instead of ``layerwise/default``."""
-        if self.predictor_id and outcome.ok and outcome.model.startswith(LAYERWISE_MODEL):
+        if (self.predictor_id and isinstance(outcome, Forecast)  # ``outcome.ok``
+                and outcome.model.startswith(LAYERWISE_MODEL)):
             name = f"layerwise/{self.predictor_id}" + outcome.model[len(LAYERWISE_MODEL) :]
             return dataclasses.replace(outcome, model=name)
         return outcome

@@ -148,7 +148,8 @@ def register_forecaster(
     predictor = None
     if predictor_dir is not None:
         predictor = load_predictor(predictor_dir)
-    calibrator, obs, skipped = ScaleCalibrator.empty(), pd.DataFrame(), []
+    skipped: list[str] = []
+    calibrator, obs = ScaleCalibrator.empty(), pd.DataFrame()
     if calibrate and predictor is not None:
         calibrator, obs, skipped = fit_calibration(store, predictor, shrinkage)
 

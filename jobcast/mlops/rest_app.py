@@ -143,9 +143,9 @@ def _settle(future: asyncio.Future, result: Any, error: BaseException | None) ->
 def _request_reason(error: Exception) -> str:
     """The refusal of a table whose first bad row is ``error``: ``unknown_column`` or
     ``invalid_row``, read from what the ``JobRequestError`` says is wrong in a word (its
-    ``problem``: ``unknown_column`` or ``invalid_value``); only an error that does not say
+    ``refusal``: ``unknown_column`` or ``invalid_value``); only an error that does not say
     it is told by its message."""
-    word = getattr(error, "problem", None)
+    word = getattr(error, "refusal", None)
     if not isinstance(word, str):
         word = "unknown_column" if str(error).startswith("unknown column") else "invalid_value"
     return "unknown_column" if word == "unknown_column" else "invalid_row"

@@ -141,7 +141,7 @@ def plan_exposure(host: str, tokens: Path, *, insecure_no_auth: bool = False,
     if (tls_cert is None) != (tls_key is None):
         raise ServeError("give both --tls-cert and --tls-key (or neither)")
     try:
-        if tls_key is not None:
+        if tls_key is not None and tls_cert is not None:  # both or neither (checked above)
             check_private(tls_key)
             if not tls_cert.is_file():
                 raise ServeError(f"the TLS certificate file {tls_cert} does not exist")
@@ -399,7 +399,7 @@ def run_server(argv_for: Callable[[str, int], list[str]], model_uri: str, env: d
     def on_signal(*_args) -> None:
         raise _Stop
 
-    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
     if threading.current_thread() is not threading.main_thread():
         signals = ()  # only the main thread may take signals; the caller stops us then
     previous = {s: signal.signal(s, on_signal) for s in signals}

@@ -106,8 +106,9 @@ def tracking(tracking_uri: str, experiment: str) -> Iterator[str]:
         mlflow.set_experiment(experiment_id=experiment_id)
         yield experiment_id
     finally:
-        mlflow.set_tracking_uri(previous[0])
-        mlflow.set_registry_uri(previous[1])
+        # None puts MLflow's default back (it unsets the variable); its hints say str only
+        mlflow.set_tracking_uri(previous[0])  # type: ignore[arg-type]
+        mlflow.set_registry_uri(previous[1])  # type: ignore[arg-type]
         for key, value in previous_env.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -230,6 +231,8 @@ def log_fit_run(store, models: Sequence, tracking_uri: str | None = None, *,
     ``models``: the ``FittedModel`` list ``fit_store`` returned for ``store``.
     """
     import mlflow
+    from mlflow.data.pandas_dataset import from_pandas  # what mlflow.data.from_pandas is
+
     uri = resolve_tracking_uri(tracking_uri, store.url)
     points = progress_points(store)
     fingerprint = data_fingerprint(store)
@@ -251,8 +254,8 @@ def log_fit_run(store, models: Sequence, tracking_uri: str | None = None, *,
         mlflow.log_params(params)
         mlflow.log_metrics(fit_metrics(models))
         if len(points):
-            dataset = mlflow.data.from_pandas(points, name="progress_points",
-                                              digest=fingerprint[:36])
+            dataset = from_pandas(points, name="progress_points",
+                                  digest=fingerprint[:36])
             mlflow.log_input(dataset, context="training")
         mlflow.log_dict({"models": [m.to_record() for m in models]}, "models.json")
         with tempfile.TemporaryDirectory() as tmp:

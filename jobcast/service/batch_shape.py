@@ -13,6 +13,7 @@ import pandas as pd
 from scipy import optimize, stats
 from sklearn.base import BaseEstimator
 
+from fleet.deprecation import renamed_attributes
 from jobcast.service.errors import ServiceError
 
 # The ``split`` mode needs batch sizes spanning at least this factor (closer ones cannot tell a
@@ -140,4 +141,5 @@ class BatchShapeFit(BaseEstimator):
                 "fit_log_rms": self.fit_log_rms_}
 
 
-BatchShapeCalibrator = BatchShapeFit  # deprecated name, for one release
+# the deprecated name, for one release (fleet/deprecation.py)
+__getattr__ = renamed_attributes(__name__, {"BatchShapeCalibrator": "BatchShapeFit"})

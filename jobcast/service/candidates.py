@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fleet.deployment import Deployment, family_matches, normalise_deployment
+from fleet.deprecation import renamed_attributes
 from fleet.errors import JobcastError
 from jobcast.service.forecast import Forecast
 from jobcast.service.request import JobRequest, JobRequestError
@@ -48,18 +49,19 @@ if TYPE_CHECKING:
     import pandas as pd
 
 OFF_BATCH_ERROR = 0.25  # history at another batch size than asked (its fallback rank)
-_DEPRECATED: dict[str, Callable[[], Any]] = {
-    "KINDS": kinds, "FALLBACK_ERROR": fallback_errors, "HISTORY_KINDS": history_kinds}
+def _live(read: Callable[[], Any]) -> Callable[[], Any]:
+    """A registry view as the old constant held it (a set as a sorted tuple)."""
+    return lambda: (tuple(sorted(found)) if isinstance(found := read(), frozenset) else found)
 
 
-def __getattr__(name: str) -> Any:
-    """``KINDS``, ``FALLBACK_ERROR`` and ``HISTORY_KINDS``: deprecated names for the route
-    registry's :func:`~jobcast.service.route_registry.kinds`, ``fallback_errors`` and
-    ``history_kinds`` (read live, so a registered route is in them)."""
-    if name in _DEPRECATED:
-        found = _DEPRECATED[name]()
-        return tuple(sorted(found)) if isinstance(found, frozenset) else found
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# ``KINDS``, ``FALLBACK_ERROR`` and ``HISTORY_KINDS``: deprecated names for the route registry's
+# kinds(), fallback_errors() and history_kinds(), read live (a registered route is in them).
+__getattr__ = renamed_attributes(__name__, {
+    "KINDS": ("jobcast.service.route_registry.kinds()", _live(kinds)),
+    "FALLBACK_ERROR": ("jobcast.service.route_registry.fallback_errors()",
+                       _live(fallback_errors)),
+    "HISTORY_KINDS": ("jobcast.service.route_registry.history_kinds()", _live(history_kinds)),
+})
 
 
 ONE_RUN_RATE_PENALTY = 0.02  # a rate read off a single run ranks below a model shrunk by evidence

@@ -76,7 +76,7 @@ class Observed:
     planned_steps: float | None = None
     network: str | None = None
     batch_size: int | None = None
-    framework: str | None = None
+    stack: str | None = None  # the software stack the run used
     notes: list[str] = field(default_factory=list)
 
 
@@ -251,7 +251,7 @@ def _forecast(forecaster, obs: Observed, notes: list[str]) -> dict | None:
         req = JobRequest(network=obs.network or "", deployment=obs.deployment,
                          batch_size=obs.batch_size, iterations=int(obs.steps or 0),
                          phase="train",
-                         stack=obs.framework)
+                         stack=obs.stack)
         result = forecaster.forecast(req, refuse_unfit=False)  # the job ran: it fits
     except JobcastError as exc:  # a miss: fall back to the history
         notes.append(f"no forecast ({exc}); compared with history")
@@ -302,7 +302,10 @@ def _result(obs: Observed, status: str, ratio: float | None, threshold: float,
 
 
 def _observed(obs: Observed) -> dict:
+    """The JSON of what was observed: every field but the trace and notes; the stack also
+    under its old key ``framework`` (kept one release, docs/deprecations.md)."""
     out = {k: v for k, v in asdict(obs).items() if k not in ("trace", "notes")}
+    out["framework"] = obs.stack
     if obs.trace:
         out["trace_summary"] = obs.trace.get("summary")
     return out

@@ -130,13 +130,13 @@ def observe_log(path: str | Path, *, network: str | None = None,
                 deployment: str | None = None, batch_size: int | None = None,
                 key: str | None = None) -> tuple[Observed, float | None, float | None]:
     """The last run of a training log: (observed, its first train start, its last end)."""
-    from ingest.parsers import Overrides, registered
+    from ingest.parsers import ParseOverrides, registered
     from ingest.pipeline import parse_data, read_file
 
     path = Path(path)
     try:
         data = read_file(str(path), path)
-        parsed = parse_data(str(path), path, data, Overrides(
+        parsed = parse_data(str(path), path, data, ParseOverrides(
             network=network, deployment=deployment, batch_size=batch_size), registered())
     except ParseError as exc:
         raise CheckError(str(exc), file=path, line=exc.line) from None
@@ -154,7 +154,7 @@ def observe_log(path: str | Path, *, network: str | None = None,
         else "completed", seconds=sum(s.seconds for s in train), key=key, deployment=dep,
         accelerator=run.deployment.accelerator if run.deployment else None,
         steps=sum(s.iterations for s in train), planned_steps=planned,
-        network=run.network, batch_size=run.batch_size, framework=run.stack)
+        network=run.network, batch_size=run.batch_size, stack=run.stack)
     return obs, (min(starts) if starts else run.start_time), (max(ends) if ends else None)
 
 

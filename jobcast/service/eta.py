@@ -217,7 +217,8 @@ def estimate_eta(trace: JobTrace, forecaster, *, now: float | None = None,
     run = trace.run
     head = {"job_id": trace.job_id, "attempt": trace.attempt, "status": trace.status,
             "network": run.network, "deployment": run.deployment.key if run.deployment else None,
-            "batch_size": run.batch_size, "framework": run.framework,
+            "batch_size": run.batch_size, "stack": run.stack,
+            "framework": run.stack,  # its old key, kept one release
             "job_start": trace.job_start}
     if trace.status == "finished":
         end = trace.job_end or trace.last_progress or trace.last_seen
@@ -245,7 +246,7 @@ def estimate_eta(trace: JobTrace, forecaster, *, now: float | None = None,
             batch = int(trace.progress[phase].batch_size or run.batch_size or 0)
             key = run.deployment.key if run.deployment is not None else ""
             models[phase] = _PhaseModel(forecaster, str(run.network), key, batch, phase,
-                                        run.framework)
+                                        run.stack)
     phases = {"train": _phase_eta(models["train"], planned_train, train.iterations,
                                   train.seconds, train.curve, warnings)}
     test = trace.progress["test"]

@@ -48,6 +48,7 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
+from fleet.deprecation import renamed_attributes
 from fleet.errors import ErrorInfo, JobcastError
 from jobcast.service.candidates import Ask, Candidate, Proposer, fallback_error
 from jobcast.service.e2e_route import EndToEndRoute
@@ -135,16 +136,14 @@ for _spec in BUILT_IN_ROUTES:
         register_route(_spec)
 
 
-def __getattr__(name: str) -> Any:
-    """``ROUTES`` and ``HISTORY_ROUTES``: deprecated views of the route registry
-    (:mod:`jobcast.service.route_registry`), read live: ``ROUTES`` as ``(name, build,
-    needs_history)`` tuples in proposing order, ``HISTORY_ROUTES`` the names of those that
-    need history."""
-    if name == "ROUTES":
-        return [(s.name, s.build, s.needs_history) for s in route_specs()]
-    if name == "HISTORY_ROUTES":
-        return history_routes()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# ``ROUTES`` and ``HISTORY_ROUTES``: deprecated views of the route registry, read live:
+# ``ROUTES`` as ``(name, build, needs_history)`` in proposing order, ``HISTORY_ROUTES`` the
+# names of the routes that need history.
+__getattr__ = renamed_attributes(__name__, {
+    "ROUTES": ("jobcast.service.route_registry.route_specs()",
+               lambda: [(s.name, s.build, s.needs_history) for s in route_specs()]),
+    "HISTORY_ROUTES": ("jobcast.service.route_registry.history_routes()", history_routes),
+})
 
 
 class Forecaster:

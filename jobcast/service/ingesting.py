@@ -134,7 +134,7 @@ class IngestResult:
             "added": [{"source": s, "runs": n} for s, n in self.added],
             "duplicates": [{"source": s, "first_source": f} for s, f in self.duplicates],
             "rejected": [{"source": e.source, "line": e.line, "reason": e.reason,
-                          "error": error_info(e).as_dict()} for e in self.rejected],
+                          "problem": error_info(e).as_dict()} for e in self.rejected],
             "warnings": [{"source": s, "run": n, "warning": w} for s, n, w in self.warnings],
             "skipped": self.skipped,
             "store": self.counts,

@@ -109,7 +109,7 @@ def limited_threads(threads: int, tensorflow: bool = False) -> Iterator[dict[str
     """Cap OpenMP/BLAS pools at ``threads`` (and TensorFlow's, with ``tensorflow``) inside the
     block. Yields a dict the caller fills with :func:`pool_sizes` before leaving."""
     import sklearn.ensemble  # noqa: F401  (loads its OpenMP runtime before the limit is set)
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+    from threadpoolctl import threadpool_limits
 
     if tensorflow and importlib.util.find_spec("tensorflow") is not None:
         from fleet.quiet_tf import quiet_import

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from fleet.data_parallel import parse_data_parallel
+from fleet.deprecation import warn_renamed
 from fleet.framework import parse_framework
 from fleet.precision import parse_precision
 from ingest.events import PHASES
@@ -140,25 +141,41 @@ _NOT_A_NAME = re.compile(r"[/\\{}]")  # a path or JSON text, not a network's nam
 _FILE_SUFFIXES = (".json", ".keras", ".h5")
 
 
-UNKNOWN_COLUMN = "unknown_column"  # JobRequestError.problem: a column no Field names
-INVALID_VALUE = "invalid_value"  # JobRequestError.problem: anything else wrong with a request
+UNKNOWN_COLUMN = "unknown_column"  # JobRequestError.refusal: a column no Field names
+INVALID_VALUE = "invalid_value"  # JobRequestError.refusal: anything else wrong with a request
 
 
 class JobRequestError(ServiceError, ValueError):
     """A job request that cannot be forecast as written; ``field`` names the column at fault
-    and ``row`` the table row (from 0) where known; ``problem`` says what is wrong in a word
+    and ``row`` the table row (from 0) where known; ``refusal`` says what is wrong in a word
     (:data:`UNKNOWN_COLUMN` or :data:`INVALID_VALUE`), so a caller (the REST server's
     refusal reason) never reads it out of the message. ``kind`` stays the error family's
-    (``request``)."""
+    (``request``).
+
+    ``problem`` is the old name of ``refusal`` (attribute and keyword), deprecated for one
+    release: everywhere else the key ``problem`` holds the error object
+    (:class:`fleet.errors.ErrorInfo`), never a word."""
 
     kind: ClassVar[str] = "request"
+    field: str | None
+    row: int | None
+    refusal: str
 
     def __init__(self, message: str, *, field: str | None = None, row: int | None = None,
-                 problem: str = INVALID_VALUE):
+                 refusal: str = INVALID_VALUE, problem: str | None = None):
         super().__init__(message)
+        if problem is not None:
+            warn_renamed("JobRequestError(problem=...)", "JobRequestError(refusal=...)")
+            refusal = problem
         self.field = field
         self.row = row
-        self.problem = problem
+        self.refusal = refusal
+
+    @property
+    def problem(self) -> str:
+        """Deprecated (one release): ``refusal``, read-only."""
+        warn_renamed("JobRequestError.problem", "JobRequestError.refusal")
+        return self.refusal
 
     def as_dict(self) -> dict:
         """``{"error", "row", "field"}``: the body of a refused served request."""
@@ -265,7 +282,7 @@ class JobRequest:
                 raise JobRequestError(
                     _at(where, f"unknown column(s) {shown}{more}; known: "
                                f"{', '.join(FIELD_BY_NAME)}"), field=unknown[0][:64],
-                    problem=UNKNOWN_COLUMN)
+                    refusal=UNKNOWN_COLUMN)
         values = {f.name: _field_value(f, row.get(f.name), where) for f in FIELDS}
         values["network"] = values["network"] or ""  # validate() names it per job
         values["phase"] = str(values["phase"]).lower()
@@ -444,7 +461,7 @@ def _csv_requests(path: str | Path, reader: csv.DictReader) -> list[JobRequest |
     unknown = [h for h in header if h not in FIELD_BY_NAME]
     if unknown:
         raise JobRequestError(f"{path}:1: unknown column(s) {', '.join(unknown)}",
-                              problem=UNKNOWN_COLUMN)
+                              refusal=UNKNOWN_COLUMN)
     requests: list[JobRequest | JobRequestError] = []
     for raw in reader:
         where = f"{path}:{reader.line_num}"

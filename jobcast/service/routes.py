@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from fleet.catalog import resolve_gpu
 from fleet.deployment import Deployment, deployment_key
+from fleet.deprecation import renamed_attributes
 from fleet.errors import FleetError, JobcastError
 from fleet.framework import parse_framework
 from jobcast.service.candidates import Ask, Candidate, own_scale, phase_steps, to_job
@@ -276,13 +277,14 @@ class ScaleCalibratedRoute:
         return (network_key(req.network), deployment) in self.calibrator.pairs_
 
 
-CalibratedRoute = ScaleCalibratedRoute  # deprecated name, for one release
+# the deprecated name, for one release (fleet/deprecation.py)
+__getattr__ = renamed_attributes(__name__, {"CalibratedRoute": "ScaleCalibratedRoute"})
 
 from jobcast.service.e2e_route import EndToEndRoute  # noqa: E402  (re-exported: older imports)
 
 if TYPE_CHECKING:
     from models.scale_calibration import ScaleCalibrator
 
-__all__ = ["CalibratedRoute", "EndToEndRoute", "LayerwiseRoute", "NoLayerwiseForecast",
+__all__ = ["EndToEndRoute", "LayerwiseRoute", "NoLayerwiseForecast",
            "RouteMiss", "ScaleCalibratedRoute", "calibrate",
            "device_for", "layerwise_candidate"]

@@ -39,6 +39,7 @@ import re
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TypedDict
 
 import pandas as pd
 
@@ -93,7 +94,25 @@ def _finite_positive(raw: bytes) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
-def parse_log(text: bytes) -> dict[str, object]:
+class LogNumbers(TypedDict):
+    """What :func:`parse_log` reads from one log (a plain dict at run time)."""
+
+    total: str | None
+    images_per_sec: float | None
+    step_median: float | None
+    loss_nan: bool
+    xla_ran: bool
+    tf: str | None
+    model: str | None
+    mode: str | None
+    dataset: str | None
+    variables: str | None
+    devices: int | None
+    global_batch: int | None
+    per_device: int | None
+
+
+def parse_log(text: bytes) -> LogNumbers:
     """The numbers of one tf_cnn_benchmarks log (bytes); absent values are None.
 
     Keys: ``total`` (last ``total images/sec``, raw string), ``images_per_sec`` (finite and
@@ -132,10 +151,10 @@ def _int_or(value: object, default: int) -> int:
     return value if isinstance(value, int) and value > 0 else default
 
 
-def _header_checks(log: dict[str, object], cfg: dict[str, object], network: str,
+def _header_checks(log: LogNumbers, cfg: dict[str, object], network: str,
                    batch: int) -> list[str]:
     """Where the header disagrees with the directory names (empty when it agrees or is absent)."""
-    n = cfg["gpu_count"]
+    n = _int_or(cfg["gpu_count"], 0)  # a published config folder has at least one GPU
     out = []
     if log["model"] is not None and log["model"] != network:
         out.append(f"header model {log['model']} != directory {network}")

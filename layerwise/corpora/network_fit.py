@@ -251,8 +251,10 @@ def naive_nearest_gpu(sums: pd.DataFrame, by: str = "chip") -> np.ndarray:
 
 # chosen by benchmarks/layerwise_networks_v3.py after seeing its figures
 # (docs/layerwise-pytorch.md)
-SHIPPED_FORMS = {"tensorflow": {"overlap_p": 0.0, "subtract_floor": True},
-                 "pytorch": {"overlap_p": 4.0, "subtract_floor": True, "year_kernel": True}}
+SHIPPED_FORMS: dict[str, dict[str, Any]] = {
+    "tensorflow": {"overlap_p": 0.0, "subtract_floor": True},
+    "pytorch": {"overlap_p": 4.0, "subtract_floor": True, "year_kernel": True},
+}
 
 
 def fit_shipped_compositions(predictor: Any, shared: Path) -> dict[str, Composition]:

@@ -91,17 +91,18 @@ class GbtEstimator(Estimator):
     @override
     def predict(self, X: pd.DataFrame, gpu: np.ndarray) -> np.ndarray:
         check_fitted(self, "forest_")
-        known = (known_device(X, self.signatures_) if self.transfer_forest_ is not None
+        transfer = self.transfer_forest_
+        known = (known_device(X, self.signatures_) if transfer is not None
                  else np.ones(len(X), dtype=bool))
         out = np.empty(len(X))
         if known.any():
             part = X.loc[known]
             out[known] = (self.forest_.predict(part[self.feature_names_].to_numpy(np.float64))
                           + part[OFFSET].to_numpy())
-        if (~known).any():
+        if transfer is not None and (~known).any():  # every device is known without it
             part = X.loc[~known]
             out[~known] = (
-                self.transfer_forest_.predict(part[self.transfer_features_].to_numpy(np.float64))
+                transfer.predict(part[self.transfer_features_].to_numpy(np.float64))
                 + part[TRANSFER_OFFSET].to_numpy()
             )
         return out

@@ -120,7 +120,7 @@ def _run(system: str, accelerator: str, count: int) -> ParsedRun:
                     epoch_start=e, epoch_end=e, points=((25, 50.0), (50, 100.0 + e)))
             for e in range(3)]
     return ParsedRun(format="jsonl", network="resnet50",
-                     deployment=Deployment(accelerator, count, 1), framework="x",
+                     deployment=Deployment(accelerator, count, 1), stack="x",
                      batch_size=256, start_time=1_600_000_000.0, segments=segs,
                      meta={"system": system})
 

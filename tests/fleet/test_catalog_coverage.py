@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fleet.catalog import GpuSpec, load_catalog, resolve_gpu
-from fleet.interconnect import PCIE_GBS, resolve_interconnect
+from fleet.interconnect import pcie_gbs, resolve_interconnect
 
 ARCHS = ("Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
 
@@ -99,7 +99,7 @@ def test_interconnect_defaults_come_from_columns_not_architecture_names():
     assert eight.link == "nvswitch" and eight.link_gbs == 1800
     assert resolve_interconnect(new_arch, 4, 1).link == "nvlink"
     card = resolve_interconnect(_spec(form_factor="pcie", nvlink_gbs=0), 4, 1)
-    assert card.link == "pcie" and card.link_gbs == PCIE_GBS[6]
+    assert card.link == "pcie" and card.link_gbs == pcie_gbs(6)
     # DGX-1 (8 V100 SXM2 in a hybrid cube mesh) is NVLink, DGX-2 (16 V100 SXM3) NVSwitch
     assert resolve_interconnect(resolve_gpu("V100 SXM2 16GB"), 8, 1).link == "nvlink"
     assert resolve_interconnect(resolve_gpu("V100 SXM3 32GB"), 16, 1).link == "nvswitch"

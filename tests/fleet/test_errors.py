@@ -144,11 +144,11 @@ def test_fleet_user_errors_have_their_class_kind_and_old_message(call, cls_name,
 
 
 def test_the_new_fleet_errors_can_be_imported_where_they_are_raised():
-    from fleet.catalog import CatalogError, CatalogRowError, _RowError
+    from fleet.catalog import CatalogError, CatalogRowError
     from fleet.deployment import DeploymentError
     from fleet.errors import DeploymentError as Same
 
-    assert DeploymentError is Same and _RowError is CatalogRowError
+    assert DeploymentError is Same
     assert issubclass(CatalogRowError, CatalogError) and issubclass(CatalogError, ValueError)
 
 

@@ -26,9 +26,12 @@ from fleet.catalog import (
     unregister_gpu,
 )
 from fleet.deployment import Deployment, canonical_key
-from fleet.interconnect import PCIE_GBS, pcie_gbs
+from fleet.interconnect import pcie_gbs
 
 TOY = "Toy X100"
+# what the code held before the catalog column and the formula replaced them (issue 26)
+OLD_DUAL_ISSUE_FP32 = ("8.6", "8.7", "8.9", "12.0", "12.1")
+OLD_PCIE_GBS = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}
 TOY_ROW = {
     "name": TOY, "aliases": "X100;Toy X100 PCIe", "architecture": "Toyarch",
     "compute_capability": "13.0", "segment": "datacenter", "memory_gb": 96,
@@ -58,19 +61,19 @@ def toy_prices(tmp_path, monkeypatch):
 
 
 def test_the_dual_issue_column_gives_every_shipped_gpu_its_old_factor():
-    from layerwise.efficiency_arrays import DUAL_ISSUE_FP32, fp32_issue_factor
+    from layerwise.efficiency_arrays import fp32_issue_factor
 
     shipped = [s for s in load_catalog() if s.name != TOY]
     assert len(shipped) >= 190
     for spec in shipped:
-        old = 2.0 if spec.compute_capability in DUAL_ISSUE_FP32 else 1.0
+        old = 2.0 if spec.compute_capability in OLD_DUAL_ISSUE_FP32 else 1.0
         assert spec.fp32_dual_issue == (old == 2.0), spec.name
         assert fp32_issue_factor(spec.name) == old, spec.name
     assert sum(s.fp32_dual_issue for s in shipped) == 80
 
 
 def test_the_pcie_formula_keeps_gens_3_to_6_and_needs_no_table():
-    assert {gen: pcie_gbs(gen) for gen in PCIE_GBS} == PCIE_GBS
+    assert {gen: pcie_gbs(gen) for gen in OLD_PCIE_GBS} == OLD_PCIE_GBS
     assert pcie_gbs(7) == 192.0 and pcie_gbs(None) == 12.0
     assert pcie_gbs(2) == 6.0  # Tesla K20X: was 12 (the table's fallback), now half of gen 3
 

@@ -11,9 +11,8 @@ from paths import DATA
 from typer.testing import CliRunner
 
 from ingest.events import ParseError
-from ingest.parsers import Overrides as ParserOverrides
-from ingest.parsers import registered
-from ingest.pipeline import Overrides, ingest_paths, parse_file, same_gpu
+from ingest.parsers import ParseOverrides, registered
+from ingest.pipeline import IngestOptions, ingest_paths, parse_file, same_gpu
 from ingest.store import Store
 from jobcast.cli.app import app
 
@@ -39,7 +38,7 @@ def test_the_named_line_is_what_the_test_expects():
 
 
 def test_a_disagreeing_flag_rejects_that_file_only(store):
-    report = ingest_paths(store, [str(GTX), str(NO_GPU)], Overrides(deployment="1x V100"))
+    report = ingest_paths(store, [str(GTX), str(NO_GPU)], IngestOptions(deployment="1x V100"))
     [err] = report.rejected
     assert err.source == str(GTX) and err.line == GTX_LINE
     assert "GeForce GTX 1080 Ti" in err.reason and "nvidia-gtx-1080-ti-x1" in err.reason
@@ -50,7 +49,7 @@ def test_a_disagreeing_flag_rejects_that_file_only(store):
 
 
 def test_override_stores_under_the_flag_with_a_warning(store):
-    report = ingest_paths(store, [str(GTX)], Overrides(deployment="1x V100", override=True))
+    report = ingest_paths(store, [str(GTX)], IngestOptions(deployment="1x V100", override=True))
     assert not report.rejected and report.added == [(str(GTX), 1)]
     [run] = _runs(store, GTX)
     assert run.deployment == "nvidia-v100-x1"
@@ -62,7 +61,7 @@ def test_override_stores_under_the_flag_with_a_warning(store):
 
 
 def test_a_log_naming_no_gpu_takes_the_flag(store):
-    report = ingest_paths(store, [str(NO_GPU)], Overrides(deployment="1x V100"))
+    report = ingest_paths(store, [str(NO_GPU)], IngestOptions(deployment="1x V100"))
     assert not report.rejected and not report.warnings
     [run] = _runs(store, NO_GPU)
     assert run.deployment == "nvidia-v100-x1" and "warnings" not in run.meta
@@ -71,7 +70,7 @@ def test_a_log_naming_no_gpu_takes_the_flag(store):
 @pytest.mark.parametrize("flag", ["1x GTX1080Ti", "GeForce GTX 1080 Ti", "nvidia-gtx-1080-ti-x1",
                                   "1x NVIDIA GeForce GTX 1080Ti"])
 def test_the_same_gpu_spelled_otherwise_is_no_conflict(store, flag):
-    report = ingest_paths(store, [str(GTX)], Overrides(deployment=flag))
+    report = ingest_paths(store, [str(GTX)], IngestOptions(deployment=flag))
     assert not report.rejected and not report.warnings
     [run] = _runs(store, GTX)
     assert run.deployment == "nvidia-gtx-1080-ti-x1"  # the log's own deployment is kept
@@ -79,25 +78,25 @@ def test_the_same_gpu_spelled_otherwise_is_no_conflict(store, flag):
 
 
 def test_another_count_is_a_conflict(store):
-    [err] = ingest_paths(store, [str(GTX)], Overrides(deployment="2x GTX 1080 Ti")).rejected
+    [err] = ingest_paths(store, [str(GTX)], IngestOptions(deployment="2x GTX 1080 Ti")).rejected
     assert "2 instead of 1 accelerators per node" in err.reason
     assert "another GPU model" not in err.reason
 
 
 def test_mlperf_system_description_counts_as_naming_the_gpu(store):
-    [err] = ingest_paths(store, [str(MLPERF_A100)], Overrides(deployment="8x V100")).rejected
+    [err] = ingest_paths(store, [str(MLPERF_A100)], IngestOptions(deployment="8x V100")).rejected
     assert "A100-SXM4-40GB" in err.reason and "8x V100" in err.reason
     assert "dgxa100_ngc20.06_mxnet.json" in err.reason  # where the log's GPU comes from
-    agree = ingest_paths(store, [str(MLPERF_A100)], Overrides(deployment="8x A100 SXM4 40GB"))
+    agree = ingest_paths(store, [str(MLPERF_A100)], IngestOptions(deployment="8x A100 SXM4 40GB"))
     assert not agree.rejected and len(agree.added) == 1
 
 
 def test_the_parallel_parse_path_applies_the_same_check():
-    """ingest.ray_ingest parses with parse_file and the parsers' own Overrides."""
+    """ingest.ray_ingest parses with parse_file and the parsers' own ParseOverrides."""
     with pytest.raises(ParseError) as caught:
-        parse_file(str(GTX), GTX, ParserOverrides(deployment="1x V100"), registered())
+        parse_file(str(GTX), GTX, ParseOverrides(deployment="1x V100"), registered())
     assert caught.value.line == GTX_LINE and caught.value.source == str(GTX)
-    forced = parse_file(str(GTX), GTX, Overrides(deployment="1x V100", override=True),
+    forced = parse_file(str(GTX), GTX, IngestOptions(deployment="1x V100", override=True),
                         registered())
     assert forced.runs[0].meta["deployment_key"] == "nvidia-v100-x1"
 
@@ -137,10 +136,11 @@ def test_cli_flag_errors_are_clear(tmp_path):
 def test_ray_task_body_rejects_and_overrides_the_same_way():
     from ingest.ray_ingest import parse_batch
 
-    [rejected] = parse_batch([(str(GTX), str(GTX))], Overrides(deployment="1x V100"))
+    [rejected] = parse_batch([(str(GTX), str(GTX))], IngestOptions(deployment="1x V100"))
     assert rejected[0] == "rejected" and rejected[3] == GTX_LINE
     assert "GeForce GTX 1080 Ti" in rejected[4]
-    [parsed] = parse_batch([(str(GTX), str(GTX))], Overrides(deployment="1x V100", override=True))
+    forced = IngestOptions(deployment="1x V100", override=True)
+    [parsed] = parse_batch([(str(GTX), str(GTX))], forced)
     assert parsed[0] == "parsed" and parsed[2].runs[0].meta["warnings"]
 
 

@@ -335,7 +335,7 @@ def _mutate_snapshot(draw, snap: dict) -> dict:
 @given(data=st.data())
 def test_mlflow_snapshot_mutations_are_stored_sanely_or_rejected(data, stores):
     from ingest.mlflow_source import TrackerReport, _store_run, run_hash
-    from ingest.pipeline import Overrides
+    from ingest.pipeline import IngestOptions
 
     store = stores["mlflow"]
     snap = SNAPSHOT
@@ -343,7 +343,7 @@ def test_mlflow_snapshot_mutations_are_stored_sanely_or_rejected(data, stores):
         snap = _mutate_snapshot(data.draw, snap)
     snap["run_id"] = f"fuzz-{next(RUN_IDS)}"  # a new run each case: none is a duplicate
     got = TrackerReport()
-    _store_run(store, "mlflow://fuzz/" + snap["run_id"], snap, Overrides(**FLAGS), got)
+    _store_run(store, "mlflow://fuzz/" + snap["run_id"], snap, IngestOptions(**FLAGS), got)
     for err in got.rejected:
         crash = err.reason.startswith(("run failed to convert", "store refused"))
         TALLY["mlflow", "crash" if crash else "rejected"] += 1

@@ -158,9 +158,9 @@ def test_experiment_filter_and_the_sqlite_file_of_the_same_server(server, tmp_pa
 
 
 def _overrides():
-    from ingest.pipeline import Overrides
+    from ingest.pipeline import IngestOptions
 
-    return Overrides(deployment=DEPLOYMENT)
+    return IngestOptions(deployment=DEPLOYMENT)
 
 
 def test_credentials_in_the_uri_are_refused_and_never_shown():

@@ -9,7 +9,7 @@ import pytest
 from paths import DATA
 from typer.testing import CliRunner
 
-from ingest.pipeline import Overrides, ingest_paths
+from ingest.pipeline import IngestOptions, ingest_paths
 from ingest.store import Store
 from jobcast.cli.app import app
 from models.e2e import fit_store_report
@@ -57,7 +57,7 @@ def test_tags_reach_the_model_keys(tmp_path):
     assert len(single) == 2 and all("precision=" in v for v in single)
 
     tagged = Store(f"sqlite:///{tmp_path / 'tagged.db'}")
-    report = ingest_paths(tagged, [str(LAMBDA)], Overrides(tags=(("compiler", "xla"),)))
+    report = ingest_paths(tagged, [str(LAMBDA)], IngestOptions(tags=(("compiler", "xla"),)))
     assert not report.rejected
     fit = fit_store_report(tagged)
     variants = {m.variant for m in fit.models} | {f.variant for f in fit.failures}

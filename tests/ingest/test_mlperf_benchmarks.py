@@ -29,7 +29,7 @@ from ingest.parsers.mlperf.jobfacts import job_facts
 from ingest.parsers.mlperf.records import Event
 from ingest.parsers.mlperf.repairs import Repairs
 from ingest.parsers.mlperf.system import context_for
-from ingest.pipeline import Overrides, parse_data
+from ingest.pipeline import IngestOptions, parse_data
 
 HERE = DATA / "mlperf_benchmarks"
 RETINANET = HERE / "v4.0/Quanta_Cloud_Technology/results/D54U-3U/ssd/result_1.txt"
@@ -346,7 +346,7 @@ def test_an_eval_logged_in_one_instant_gives_no_test_segment() -> None:
     lines[n0 - 1] = lines[n0 - 1].replace(f'"time_ms": {round(t0 * 1000)}',
                                           f'"time_ms": {round(t1 * 1000)}')
     data = "\n".join(lines).encode()
-    parsed = parse_data(str(RESNET), RESNET, data, Overrides(), registered())  # stored whole
+    parsed = parse_data(str(RESNET), RESNET, data, IngestOptions(), registered())  # stored whole
     [run] = parsed.runs
     assert len(_test(run)) == len(_test(clean)) - 1
     gone = _test(clean)[1]

@@ -18,7 +18,7 @@ from paths import DATA
 from ingest.events import ParseContext, ParsedRun, ParseError
 from ingest.parsers import detect, mlperf, registered
 from ingest.parsers.mlperf.system import context_for
-from ingest.pipeline import Overrides, ingest_paths, parse_data
+from ingest.pipeline import IngestOptions, ingest_paths, parse_data
 from ingest.store import Store
 
 SAMPLES = DATA / "mlperf"
@@ -303,7 +303,7 @@ CPU_SYSTEM = {
 
 def test_cpu_only_system_is_stored_under_its_host_cpus(tmp_path: Path) -> None:
     log = _layout(tmp_path, TINY, CPU_SYSTEM)
-    parsed = parse_data(str(log), log, log.read_bytes(), Overrides(), [mlperf])
+    parsed = parse_data(str(log), log, log.read_bytes(), IngestOptions(), [mlperf])
     [run] = parsed.runs
     assert run.deployment.key == "intel-xeon-platinum-8380h-x4-n2"
     assert run.meta["device_kind"] == "cpu"
@@ -316,7 +316,7 @@ def test_system_without_accelerators_or_cpus_is_rejected_with_why(tmp_path: Path
     system = {k: v for k, v in CPU_SYSTEM.items() if not k.startswith("host_")}
     log = _layout(tmp_path, TINY, system)
     with pytest.raises(ParseError) as err:
-        parse_data(str(log), log, log.read_bytes(), Overrides(), [mlperf])
+        parse_data(str(log), log, log.read_bytes(), IngestOptions(), [mlperf])
     assert "does not say which accelerators" in err.value.reason
 
 
@@ -353,7 +353,7 @@ def test_records_after_a_long_shell_trace_or_a_glog_prefix_are_detected(tmp_path
     trace = [f"+ export MLPERF_STEP_{i}=1" for i in range(300)]
     log = tmp_path / "result_0.txt"
     log.write_text("\n".join(trace + _lines(TINY)) + "\n")
-    parsed = parse_data(str(log), log, log.read_bytes(), Overrides(deployment="8x A100"),
+    parsed = parse_data(str(log), log, log.read_bytes(), IngestOptions(deployment="8x A100"),
                         registered())
     assert parsed.fmt == "mlperf"
     assert parsed.runs[0].segments[0].line > len(trace)

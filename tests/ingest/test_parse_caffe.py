@@ -63,7 +63,7 @@ def test_resnet20_multi_gpu_old_iteration_format():
     lines = read(RESNET_2016)
     (run,) = caffe.parse(lines, CTX)
     assert run.network == "resnet3-cifar10"  # the prototxt's own name
-    assert run.framework == "Caffe"
+    assert run.stack == "Caffe"
     assert run.deployment.accelerator == "GeForce GTX TITAN X"
     assert run.deployment.per_node == 4
     assert run.meta["batch_per_device"] == 128

@@ -30,7 +30,7 @@ from paths import DATA
 from typer.testing import CliRunner
 
 from ingest.parsers import registered
-from ingest.pipeline import Overrides, discover, ingest_paths, parse_file
+from ingest.pipeline import IngestOptions, discover, ingest_paths, parse_file
 from ingest.store import Store, files
 
 FRAMES = DATA / "frameworks"
@@ -39,7 +39,7 @@ SYSTEM_L, SYSTEM_H = "tiny-lightning", "tiny-hf"
 
 
 def _parse(path: Path, **flags):
-    return parse_file(str(path), path, Overrides(**flags), registered())
+    return parse_file(str(path), path, IngestOptions(**flags), registered())
 
 
 def _totals(run, phase: str) -> tuple[float, float]:
@@ -57,7 +57,7 @@ def lightning(tmp_path_factory):
             "b": lightning_run(root / "b", epochs=1, steps=18)}
     store = Store(f"sqlite:///{root / 'store.db'}")
     report = ingest_paths(store, [str(root / "a"), str(root / "b")],
-                          Overrides(deployment=CPU, network="tinycnn", system=SYSTEM_L))
+                          IngestOptions(deployment=CPU, network="tinycnn", system=SYSTEM_L))
     return root, runs, store, report
 
 
@@ -67,7 +67,7 @@ def huggingface(tmp_path_factory):
     runs = {"a": hf_run(root / "a", max_steps=40), "b": hf_run(root / "b", max_steps=30)}
     store = Store(f"sqlite:///{root / 'store.db'}")
     report = ingest_paths(store, [str(root / "a"), str(root / "b")],
-                          Overrides(deployment=CPU, network="tinycnn", system=SYSTEM_H))
+                          IngestOptions(deployment=CPU, network="tinycnn", system=SYSTEM_H))
     return root, runs, store, report
 
 
@@ -118,7 +118,7 @@ def test_reingest_adds_nothing(lightning, huggingface):
     for root, _, store, _ in (lightning, huggingface):
         before = store.counts()
         again = ingest_paths(store, [str(root / "a"), str(root / "b")],
-                             Overrides(deployment=CPU, network="tinycnn"))
+                             IngestOptions(deployment=CPU, network="tinycnn"))
         assert again.stored == 0 and len(again.duplicates) == 2
         assert store.counts() == before
 

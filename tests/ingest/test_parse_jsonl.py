@@ -86,7 +86,7 @@ def test_real_keras_samples():
         assert {s.iterations for s in fit.segments if s.phase == "test"} == {8}
         assert [s.phase for s in evaluate.segments] == ["test"]
         assert fit.network == "tinycnn" and fit.deployment.key == "cpu-x1"
-        assert fit.framework.startswith("Keras 3")
+        assert fit.stack.startswith("Keras 3")
         ends = [s.start_time + s.seconds for s in fit.segments]
         assert ends == sorted(ends)
 

@@ -41,7 +41,7 @@ def test_real_samples(verbose, split):
     assert [s.epoch_start for s in train] == [1.0, 2.0, 3.0]
     assert all(s.iterations == STEPS for s in train)
     assert [s.iterations for s in test] == [VAL_STEPS]  # the model.evaluate after fit
-    assert run.framework == "Keras 3"
+    assert run.stack == "Keras 3"
     assert run.meta["validation_in_train_time"]
     assert run.meta["needs"] == ["network", "batch_size", "deployment"]
     assert run.meta["keras_verbose"] == [verbose]
@@ -133,7 +133,7 @@ def test_keras2_layouts():
     ]
     for lines in (verbose1, verbose2):
         (run,) = keras_stdout.parse(lines, CTX)
-        assert run.framework == "Keras 2"
+        assert run.stack == "Keras 2"
         assert [s.iterations for s in run.segments] == [40, 40]
         first, second = run.segments
         assert 0.5 <= first.seconds <= 1.5  # printed "1s" elapsed, whole seconds

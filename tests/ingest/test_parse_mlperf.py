@@ -154,7 +154,7 @@ def test_v05_network_deployment_framework_from_entry_json() -> None:
     assert run.deployment.per_node == node["num_accelerators"]
     assert run.deployment.nodes == node["num_nodes"]
     assert run.deployment.key.startswith("nvidia-v100")
-    assert run.framework == entry["framework"]
+    assert run.stack == entry["framework"]
     assert run.meta["submitter"] == "nvidia"
 
 
@@ -227,7 +227,7 @@ def test_v06_system_file_lines_give_deployment() -> None:
     _, run = _parse(V06)
     assert run.deployment is not None
     assert run.deployment.key == "nvidia-v100-sxm2-16gb-x8"
-    assert run.framework == "MXNet NVIDIA Release 19.05"
+    assert run.stack == "MXNet NVIDIA Release 19.05"
 
 
 def test_v06_mxnet_display_lines_give_points() -> None:
@@ -259,7 +259,7 @@ def test_v07_epochs_evals_times_and_system() -> None:
     assert run.meta["train_samples"] == _raw(lines, "train_samples")[0][3]
     assert "train_samples_assumed" not in run.meta
     assert run.deployment.key == "nvidia-a100-sxm4-40gb-x8"  # "(400W)" note dropped
-    assert run.framework == "MXNet NVIDIA Release 20.06"
+    assert run.stack == "MXNet NVIDIA Release 20.06"
     assert run.meta["mlperf_version"] == "v0.7"
     assert run.meta["system"] == "NVIDIA/dgxa100_ngc20.06_mxnet"  # submitter/system
     assert run.first_line == next(n for n, ln in enumerate(lines, 1) if ln.startswith(":::"))
@@ -283,7 +283,7 @@ def test_google_blocks_without_event_type() -> None:
         assert seg.iterations == meta["epoch_count"] * steps
     assert _end(train[-1]) == _raw(lines, "block_stop")[-1][1]
     assert run.deployment.key == "google-tpu-v4-x4-n16"  # generation from the system name
-    assert run.framework == "TensorFlow"
+    assert run.stack == "TensorFlow"
 
 
 def test_habana_blocks_end_where_their_eval_starts() -> None:
@@ -309,7 +309,7 @@ def test_tinycorp_point_in_time_epoch_stop() -> None:
     assert 0 <= last_eval - stops[-1][1] < 0.01
     assert _end(_phase(run, "train")[-1]) == last_eval
     assert run.meta["status"] == "success" and not run.meta["truncated"]
-    assert run.framework.startswith("tinygrad")
+    assert run.stack.startswith("tinygrad")
 
 
 def test_tinycorp_run_without_run_stop_keeps_its_epochs() -> None:
@@ -496,7 +496,7 @@ def test_layout_missing_system_file_still_parses(tmp_path: Path) -> None:
     ctx = context_for(log)
     assert ctx.system is None and ctx.folder_network == "resnet"
     run = mlperf.parse(_lines(log), ctx)[0]
-    assert run.deployment is None and run.framework is None
+    assert run.deployment is None and run.stack is None
     assert run.network == "resnet50" and run.meta["system"] == "Org/box"
 
 
@@ -536,7 +536,7 @@ def test_every_real_log_parses_plausibly(path: Path) -> None:
     assert len(runs) == 1
     run = runs[0]
     assert run.network == "resnet50"
-    assert run.deployment is not None and run.framework
+    assert run.deployment is not None and run.stack
     assert run.batch_size and run.batch_size > 0
     train = _phase(run, "train")
     assert train

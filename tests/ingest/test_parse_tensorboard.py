@@ -15,7 +15,7 @@ from history_checks import DEPLOYMENT, SYSTEM, check_run, forecast_check, genera
 
 from ingest.events import ParseContext, ParseError
 from ingest.parsers import tensorboard
-from ingest.pipeline import Overrides, ingest_paths
+from ingest.pipeline import IngestOptions, ingest_paths
 from ingest.store import Store
 
 pytestmark = pytest.mark.slow
@@ -40,7 +40,7 @@ def store(artifacts, tmp_path_factory) -> Store:
     # logged by tensorboardX and the Keras CNN on another, so they do not mix into it
     for names, system in ((HISTORY[:2], SYSTEM), (HISTORY[2:], OTHER_SYSTEM)):
         got = ingest_paths(st, [str(out / "tb" / name) for name in names],
-                           Overrides(deployment=DEPLOYMENT, system=system), workers=1)
+                           IngestOptions(deployment=DEPLOYMENT, system=system), workers=1)
         assert not got.rejected, [str(e) for e in got.rejected]
     yield st
     st.engine.dispose()
@@ -95,8 +95,8 @@ def test_stored_steps_and_seconds_are_what_the_script_measured(artifacts, store)
         figures[name] = check_run(entry, measured[name])
         assert entry["run"].network == "tinycnn" and entry["run"].batch_size == 16
         assert entry["run"].deployment == "cpu-x1"
-    assert runs[_source(out, "torch-0")]["run"].framework == "PyTorch"
-    assert runs[_source(out, "keras")]["run"].framework == "Keras"
+    assert runs[_source(out, "torch-0")]["run"].stack == "PyTorch"
+    assert runs[_source(out, "keras")]["run"].stack == "Keras"
     assert runs[_source(out, "keras")]["meta"]["progress_tag"] == "batch_loss"
     report("tensorboard runs", figures)
 
@@ -111,7 +111,7 @@ def test_side_files_and_facts_from_config_files(artifacts, store):
     assert tbx_meta["config_files"] == ["add_hparams sub-folder"]
     st = Store("sqlite://")
     again = ingest_paths(st, [str(out / "tb" / "tbx-3"), str(out / "tb" / "keras")],
-                         Overrides(deployment=DEPLOYMENT), workers=1)
+                         IngestOptions(deployment=DEPLOYMENT), workers=1)
     assert len(again.added) == 2 and not again.rejected
     # the add_hparams sub-folder's event file, Keras's hparams.yaml stays beside its train/
     assert any("/tbx-3/1" in s for s in again.skipped), again.skipped
@@ -120,7 +120,7 @@ def test_side_files_and_facts_from_config_files(artifacts, store):
 def test_reingest_adds_nothing(artifacts, store):
     out, _ = artifacts
     paths = [str(out / "tb" / name) for name in HISTORY]
-    again = ingest_paths(store, paths, Overrides(deployment=DEPLOYMENT, system=SYSTEM),
+    again = ingest_paths(store, paths, IngestOptions(deployment=DEPLOYMENT, system=SYSTEM),
                          workers=1)
     assert not again.added and len(again.duplicates) == len(HISTORY) and not again.rejected
 
@@ -140,14 +140,14 @@ def test_missing_facts_name_the_flag(artifacts, tmp_path):
     lone.mkdir()
     shutil.copy(_source(out, "torch-1"), lone)
     st = Store("sqlite://")
-    got = ingest_paths(st, [str(lone)], Overrides(deployment=DEPLOYMENT), workers=1)
+    got = ingest_paths(st, [str(lone)], IngestOptions(deployment=DEPLOYMENT), workers=1)
     assert not got.added and "--network" in got.rejected[0].reason
-    got = ingest_paths(st, [str(lone)], Overrides(network="tinycnn"), workers=1)
+    got = ingest_paths(st, [str(lone)], IngestOptions(network="tinycnn"), workers=1)
     assert "--deployment" in got.rejected[0].reason
-    got = ingest_paths(st, [str(lone)], Overrides(network="tinycnn", deployment=DEPLOYMENT),
+    got = ingest_paths(st, [str(lone)], IngestOptions(network="tinycnn", deployment=DEPLOYMENT),
                        workers=1)
     assert "--batch-size" in got.rejected[0].reason
-    got = ingest_paths(st, [str(lone)], Overrides(network="tinycnn", deployment=DEPLOYMENT,
+    got = ingest_paths(st, [str(lone)], IngestOptions(network="tinycnn", deployment=DEPLOYMENT,
                                                   batch_size=16), workers=1)
     assert len(got.added) == 1
 
@@ -156,7 +156,7 @@ def test_keras_per_epoch_only_is_rejected_with_the_fix(artifacts):
     out, _ = artifacts
     st = Store("sqlite://")
     got = ingest_paths(st, [str(out / "tb" / "keras-epoch")],
-                       Overrides(deployment=DEPLOYMENT), workers=1)
+                       IngestOptions(deployment=DEPLOYMENT), workers=1)
     [err] = got.rejected
     assert "only per-epoch values" in err.reason and "update_freq" in err.reason
 
@@ -173,7 +173,7 @@ def test_cut_and_corrupt_files_are_rejected_at_their_record(artifacts, tmp_path)
     bad.parent.mkdir()
     bad.write_bytes(bytes(flipped))
     got = ingest_paths(Store("sqlite://"), [str(cut), str(bad)],
-                       Overrides(network="n", deployment=DEPLOYMENT, batch_size=16), workers=1)
+                       IngestOptions(network="n", deployment=DEPLOYMENT, batch_size=16), workers=1)
     assert not got.added and len(got.rejected) == 2
     for err in got.rejected:
         assert err.line and err.line > 1 and ("cut short" in err.reason or

@@ -38,7 +38,7 @@ def test_real_sample():
     lines = read()
     (run,) = tf_cnn.parse(lines, CTX)
     assert run.network == "resnet50"
-    assert run.framework == "TensorFlow 2.3"
+    assert run.stack == "TensorFlow 2.3"
     assert run.deployment.accelerator == "A100-SXM4-40GB"
     assert run.deployment.key == "nvidia-a100-sxm4-40gb-x8"
     assert run.batch_size == 3584 and run.meta["batch_per_device"] == 448

@@ -15,7 +15,7 @@ from history_checks import DEPLOYMENT, SYSTEM, check_run, forecast_check, genera
 from ingest.events import ParseContext, ParseError
 from ingest.parsers import wandb as wandb_parser
 from ingest.parsers import wire
-from ingest.pipeline import Overrides, ingest_paths
+from ingest.pipeline import IngestOptions, ingest_paths
 from ingest.store import Store
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def store(artifacts, tmp_path_factory) -> Store:
     out, runs = artifacts
     st = Store(f"sqlite:///{tmp_path_factory.mktemp('wandb-store') / 'store.db'}")
     got = ingest_paths(st, [str(_folder(out, r["name"])) for r in runs[:2]],
-                       Overrides(deployment=DEPLOYMENT, system=SYSTEM), workers=1)
+                       IngestOptions(deployment=DEPLOYMENT, system=SYSTEM), workers=1)
     assert not got.rejected, [str(e) for e in got.rejected]
     yield st
     st.engine.dispose()
@@ -86,11 +86,11 @@ def test_stored_steps_and_seconds_are_what_the_script_measured(artifacts, store)
 
 def test_side_files_are_skipped_and_reingest_adds_nothing(artifacts, store):
     out, runs = artifacts
-    again = ingest_paths(store, [str(out / "wandb")], Overrides(deployment=DEPLOYMENT,
+    again = ingest_paths(store, [str(out / "wandb")], IngestOptions(deployment=DEPLOYMENT,
                                                                  system=SYSTEM), workers=1)
     assert len(again.duplicates) == 2 and len(again.added) == 1 and not again.rejected
     assert again.skipped and all(wandb_parser.side_file(Path(p)) for p in again.skipped)
-    third = ingest_paths(store, [str(out / "wandb")], Overrides(deployment=DEPLOYMENT,
+    third = ingest_paths(store, [str(out / "wandb")], IngestOptions(deployment=DEPLOYMENT,
                                                                 system=SYSTEM), workers=1)
     assert not third.added and len(third.duplicates) == 3
 
@@ -99,7 +99,7 @@ def test_forecast_of_a_longer_run_from_the_history(artifacts, tmp_path):
     out, runs = artifacts
     st = Store(f"sqlite:///{tmp_path / 'forecast.db'}")
     ingest_paths(st, [str(_folder(out, r["name"])) for r in runs[:2]],
-                 Overrides(deployment=DEPLOYMENT, system=SYSTEM), workers=1)
+                 IngestOptions(deployment=DEPLOYMENT, system=SYSTEM), workers=1)
     long = runs[2]
     figures = forecast_check(st, "tinycnn", long["steps"], long["total"])
     report("wandb forecast", {"steps": long["steps"], **figures})
@@ -108,7 +108,7 @@ def test_forecast_of_a_longer_run_from_the_history(artifacts, tmp_path):
 
 def test_cpu_run_without_deployment_names_the_flag(artifacts):
     out, runs = artifacts
-    got = ingest_paths(Store("sqlite://"), [str(_folder(out, runs[0]["name"]))], Overrides(),
+    got = ingest_paths(Store("sqlite://"), [str(_folder(out, runs[0]["name"]))], IngestOptions(),
                        workers=1)
     [err] = got.rejected
     assert "--deployment" in err.reason and err.source.endswith(".wandb")
@@ -130,7 +130,7 @@ def test_unfinished_and_corrupt_logs_are_rejected(artifacts, tmp_path):
     corrupt.parent.mkdir()
     corrupt.write_bytes(bytes(flipped))
     got = ingest_paths(Store("sqlite://"), [str(running), str(corrupt)],
-                       Overrides(deployment=DEPLOYMENT), workers=1)
+                       IngestOptions(deployment=DEPLOYMENT), workers=1)
     reasons = {Path(e.source).name: e for e in got.rejected}
     assert "still running" in reasons["run-x.wandb"].reason
     assert "checksum" in reasons["run-y.wandb"].reason
@@ -157,7 +157,7 @@ def test_metadata_file_of_a_synced_run_folder(artifacts, tmp_path):
     (folder / "files" / "wandb-metadata.json").write_text(json.dumps(
         {"gpu": "NVIDIA A100-SXM4-40GB", "gpu_count": 2, "cpu_count": 32}))
     st = Store("sqlite://")
-    got = ingest_paths(st, [str(folder)], Overrides(), workers=1)
+    got = ingest_paths(st, [str(folder)], IngestOptions(), workers=1)
     assert not got.rejected, got.rejected
     [run] = st.runs()
     assert run.deployment == "nvidia-a100-sxm4-40gb-x2"
@@ -203,7 +203,7 @@ def test_exported_history_csv_and_json_lines(artifacts, tmp_path):
         "model:\n  value: tinycnn\nbatch_size:\n  value: 16\n")  # W&B's config.yaml layout
     st = Store("sqlite://")
     got = ingest_paths(st, [str(csv_path), str(jsonl_path)],
-                       Overrides(deployment=DEPLOYMENT, network="tinycnn", batch_size=16),
+                       IngestOptions(deployment=DEPLOYMENT, network="tinycnn", batch_size=16),
                        workers=1)
     assert not got.rejected, [str(e) for e in got.rejected]
     by_source = stored(st)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from paths import DATA
 
-from ingest.pipeline import Overrides, ingest_paths
+from ingest.pipeline import IngestOptions, ingest_paths
 from ingest.store import Store
 
 MLPERF = DATA / "mlperf"
@@ -47,7 +47,7 @@ def test_same_content_elsewhere_is_a_duplicate(store, tmp_path):
     ingest_paths(store, [str(log)])
     copy = tmp_path / "renamed log.txt"
     shutil.copy(log, copy)
-    report = ingest_paths(store, [str(copy)], Overrides(deployment="nvidia-v100-x8"))
+    report = ingest_paths(store, [str(copy)], IngestOptions(deployment="nvidia-v100-x8"))
     assert report.duplicates == [(str(copy), str(log))]
     assert store.counts()["files"] == 1
 
@@ -61,7 +61,7 @@ def test_garbled_log_is_rejected_with_line_and_nothing_stored(store, tmp_path):
     lines[target] = lines[target][: len(lines[target]) // 2]  # cut a JSON record in half
     bad = tmp_path / "garbled.txt"
     bad.write_text("\n".join(lines) + "\n")
-    report = ingest_paths(store, [str(bad)], Overrides(deployment="nvidia-a100-x8"))
+    report = ingest_paths(store, [str(bad)], IngestOptions(deployment="nvidia-a100-x8"))
     [err] = report.rejected
     assert err.source == str(bad)
     assert err.line == target + 1
@@ -93,7 +93,8 @@ def test_overrides_supply_what_the_log_lacks(store):
     if not no_gpu:
         pytest.skip("every caffe sample names its GPU")
     fixed = ingest_paths(
-        store, [e.source for e in no_gpu], Overrides(deployment="2x Tesla K40", network="CaffeNet")
+        store, [e.source for e in no_gpu],
+        IngestOptions(deployment="2x Tesla K40", network="CaffeNet"),
     )
     assert not fixed.rejected
     runs = [r for r in store.runs() if r.source in {e.source for e in no_gpu}]

@@ -21,7 +21,7 @@ from paths import DATA
 
 import ingest.parsers as parsers
 from ingest.events import ParsedRun, Segment
-from ingest.pipeline import Overrides, discover, ingest_paths
+from ingest.pipeline import IngestOptions, discover, ingest_paths
 from ingest.store import Store
 
 TOY = "tests_toy_csv_format"
@@ -80,7 +80,7 @@ def test_a_csv_format_reaches_its_parser_only_when_registered(tree, toy_format):
     assert {"toy/metrics.csv", "toy/config.yaml", "toy/model.ckpt",
             "toy/weights.safetensors"} <= _rel(tree, skipped)
     store = Store(f"sqlite:///{tree.parent / 'toy.db'}")
-    report = ingest_paths(store, [str(tree / "toy")], Overrides(deployment="1x cpu"))
+    report = ingest_paths(store, [str(tree / "toy")], IngestOptions(deployment="1x cpu"))
     assert report.ok and [Path(s).name for s, _ in report.added] == ["run.csv"]
     [run] = store.runs()
     assert (run.network, run.batch_size) == ("toynet", 8)

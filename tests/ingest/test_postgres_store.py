@@ -27,7 +27,7 @@ def _run(meta: dict | None = None) -> ParsedRun:
                     epoch_end=e, points=((25, 50.0), (50, 100.0 + e))) for e in range(3)]
     return ParsedRun(format="jsonl", network="resnet50",
                      deployment=Deployment("NVIDIA A100-SXM4-80GB", 8, 1),
-                     framework="MXNet NGC 20.06", batch_size=256, start_time=1_600_000_000.0,
+                     stack="MXNet NGC 20.06", batch_size=256, start_time=1_600_000_000.0,
                      segments=segs, meta=meta or {})
 
 

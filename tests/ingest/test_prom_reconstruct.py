@@ -114,7 +114,7 @@ def test_every_phase_exact_with_frequent_scrapes():
     assert job.status == "finished" and job.attempt == 1 and not job.notes
     assert_matches(job.run.segments, truth)
     run = job.run
-    assert (run.network, run.deployment.key, run.batch_size, run.framework) == (
+    assert (run.network, run.deployment.key, run.batch_size, run.stack) == (
         "resnet20", "nvidia-v100-sxm2-16gb-x4", 128, "test-stack")
     assert run.meta["epochs"] == 4 and run.meta["steps_per_epoch"] == 20
     for seg in run.segments:  # points are cumulative within the segment, end included

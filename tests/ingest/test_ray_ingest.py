@@ -14,7 +14,7 @@ from paths import DATA
 from typer.testing import CliRunner
 
 from ingest.parsers import register, unregister
-from ingest.pipeline import IngestReport, Overrides, ingest_paths
+from ingest.pipeline import IngestOptions, IngestReport, ingest_paths
 from ingest.ray_ingest import ingest_paths_ray, parse_batch, stored_runs
 from ingest.store import Store
 from jobcast.cli.app import app
@@ -45,7 +45,7 @@ def test_bundled_samples_store_the_same_runs_as_local_ingest(tmp_path):
     local, remote = _store(tmp_path, "local"), _store(tmp_path, "ray")
     # The demo's groups (with the overrides their logs need), then all of tests/data, whose
     # CSV slices and metadata files are rejected the same way by both.
-    batches = [*sample_batches(DATA), ([str(DATA)], Overrides())]
+    batches = [*sample_batches(DATA), ([str(DATA)], IngestOptions())]
     for paths, overrides in batches:
         ticks: list[tuple[int, int, str]] = []
         want = ingest_paths(local, paths, overrides)
@@ -113,7 +113,7 @@ def test_a_task_that_kills_its_worker_rejects_only_its_file(tmp_path):
     report = ingest_paths_ray(
         store,
         [str(folder)],
-        Overrides(network="resnet20"),
+        IngestOptions(network="resnet20"),
         files_per_task=4,
         max_retries=1,
         task=crashing,

@@ -14,6 +14,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import replace
 
+import pytest
+
 from fleet.deployment import Deployment
 from ingest import parsers, pipeline
 from ingest.events import ParsedRun, Segment
@@ -49,8 +51,10 @@ def test_stored_run_reads_the_stack_from_the_framework_column(tmp_path):
 
 
 def test_overrides_aliases():
-    assert parsers.Overrides is parsers.ParseOverrides
-    assert pipeline.Overrides is pipeline.IngestOptions
+    with pytest.deprecated_call(match="use ingest.parsers.ParseOverrides"):
+        assert parsers.Overrides is parsers.ParseOverrides
+    with pytest.deprecated_call(match="use ingest.pipeline.IngestOptions"):
+        assert pipeline.Overrides is pipeline.IngestOptions
     assert issubclass(pipeline.IngestOptions, parsers.ParseOverrides)
     assert pipeline.IngestOptions(deployment="8x V100", override=True).override
 

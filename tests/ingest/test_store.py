@@ -28,7 +28,7 @@ def _run(n_epochs: int = 3, seconds: float = 100.0) -> ParsedRun:
         format="jsonl",
         network="resnet50",
         deployment=Deployment("NVIDIA A100-SXM4-80GB", 8, 1),
-        framework="MXNet NGC 20.06",
+        stack="MXNet NGC 20.06",
         batch_size=256,
         start_time=1_600_000_000.0,
         segments=segs,

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from fleet.deployment import canonical_key, family_matches
 from ingest import migrations
-from ingest.pipeline import Overrides, ingest_paths
+from ingest.pipeline import IngestOptions, ingest_paths
 from ingest.store import SchemaVersionError, Store, make_engine
 
 OLD_KEYS = "9b78def"  # the last commit whose deployment keys kept the log's GPU spelling
@@ -44,6 +44,7 @@ FLAG = "4x A100-SXM-40GB"
 MODELS = {"nvidia-a100-sxm-80gb-x8": False, "nvidia-a100-sxm4-80gb-x8": False,
           "nvidia-v100-sxm2-16gb-x8": True, "habana-gaudi2-x8": True}
 
+# run by the old code (the commit before migration 0004): its names, not today's
 OLD_WRITER = """
 import json, sys
 from ingest.pipeline import Overrides, ingest_paths
@@ -168,7 +169,7 @@ def test_old_keys_are_rewritten_and_found_in_another_spelling(empty_url, tmp_pat
     assert json.loads(again.stdout)["changed"] is False
     fresh = tmp_path / "fresh.jsonl"
     fresh.write_text(_sample("8x NVIDIA A100-SXM-80GB (400W)", "fresh"))
-    report = ingest_paths(store, [str(fresh)], Overrides())
+    report = ingest_paths(store, [str(fresh)], IngestOptions())
     assert not report.rejected
     assert len(store.runs(deployment="nvidia-a100-sxm4-80gb-x8")) == 3 * per_file
     store.engine.dispose()

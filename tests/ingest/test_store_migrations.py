@@ -159,7 +159,7 @@ def test_a_database_with_foreign_tables_is_not_taken_for_a_store(tmp_path):
 
 def _one_run() -> ParsedRun:
     return ParsedRun(format="jsonl", network="resnet50", deployment=Deployment("V100", 1, 1),
-                     framework=None, batch_size=32, start_time=None,
+                     stack=None, batch_size=32, start_time=None,
                      segments=[Segment("train", iterations=10, seconds=5.0)], meta={})
 
 

@@ -12,7 +12,7 @@ import pytest
 from paths import DATA, SHARED_DATA
 
 from ingest.events import ParseContext
-from ingest.parsers import Overrides, registered, side_file, tf_cnn
+from ingest.parsers import ParseOverrides, registered, side_file, tf_cnn
 from ingest.pipeline import discover, ingest_paths, parse_file
 from ingest.store import Store
 
@@ -38,8 +38,8 @@ def place(root: Path, text: str, system: str = "Gold_6230-GeForce_RTX_2080_Ti_tr
     return log
 
 
-def parse(path: Path, overrides: Overrides | None = None):
-    return parse_file(str(path), path, overrides or Overrides(), registered())
+def parse(path: Path, overrides: ParseOverrides | None = None):
+    return parse_file(str(path), path, overrides or ParseOverrides(), registered())
 
 
 def with_xla(text: str) -> str:
@@ -92,7 +92,7 @@ def test_folder_says_xla_but_the_log_ran_without(tmp_path):
     assert "XLA" in run.meta["warnings"][0] and "--tag" in run.meta["warnings"][0]
     tagged_store = Store(f"sqlite:///{tmp_path / 't.db'}")
     tagged = ingest_paths(tagged_store, [str(tmp_path / "logs")],
-                          Overrides(tags=(("compiler", "xla"),)))
+                          ParseOverrides(tags=(("compiler", "xla"),)))
     assert not tagged.rejected and len(tagged.added) == 1
     assert tagged_store.runs()[0].meta["variant"]["compiler"] == "xla"
 
@@ -168,13 +168,13 @@ def _precision_mixes(root: Path) -> tuple[int, list]:
     found, _, _ = discover([str(root)], parsers)
     for source, path in found:
         try:
-            parsed = parse_file(source, path, Overrides(), parsers)
+            parsed = parse_file(source, path, ParseOverrides(), parsers)
         except ValueError:  # rejected files are not stored: they cannot mix
             continue
         layout = tf_cnn.lambda_layout(path)
         for run in parsed.runs:
             runs += 1
-            key = (run.network, run.deployment.key, run.framework,
+            key = (run.network, run.deployment.key, run.stack,
                    tuple(sorted(run.meta.get("variant", {}).items())))
             folder_precision[key].add(layout["precision"] if layout else "?")
     return runs, [k for k, v in folder_precision.items() if len(v) > 1]

@@ -15,7 +15,7 @@ from paths import DATA
 from fleet.deployment import Deployment
 from ingest.events import ParsedRun, ParseError, Segment
 from ingest.parsers import registered
-from ingest.pipeline import Overrides, ingest_paths, parse_data
+from ingest.pipeline import IngestOptions, ingest_paths, parse_data
 from ingest.store import Store
 from ingest.validate import (
     MAX_BATCH_SIZE,
@@ -29,7 +29,7 @@ from models.job import JobPlan
 KERAS = DATA / "keras"
 JSONL = KERAS / "fit_verbose2.jsonl"
 KERAS_TXT = KERAS / "fit_verbose2.txt"
-KERAS_FLAGS = Overrides(network="tinycnn", batch_size=32, deployment="1x cpu")
+KERAS_FLAGS = IngestOptions(network="tinycnn", batch_size=32, deployment="1x cpu")
 CAFFE = DATA / "caffe" / "ducha_caffenet128_lsuv_bs128_lr002.log"
 MLPERF_V07 = DATA / "mlperf/v0.7/NVIDIA/results/dgxa100_ngc20.06_mxnet/resnet/result_0.txt"
 MLPERF_V06 = DATA / "mlperf/v0.6/NVIDIA/results/dgx1_ngc19.05_mxnet/resnet/result_2.txt"
@@ -37,13 +37,14 @@ TF_CNN = DATA / "tf_cnn" / "lambda_7742-8xA100_real_fp16_resnet50-448.txt"
 HUGE = "9" * 5000
 
 
-def parse(path: Path, data: bytes | str, overrides: Overrides = Overrides()):
+def parse(path: Path, data: bytes | str, overrides: IngestOptions = IngestOptions()):
     if isinstance(data, str):
         data = data.encode()
     return parse_data(str(path), path, data, overrides, registered())
 
 
-def rejected(path: Path, data: bytes | str, overrides: Overrides = Overrides()) -> ParseError:
+def rejected(path: Path, data: bytes | str,
+             overrides: IngestOptions = IngestOptions()) -> ParseError:
     """The ParseError for ``data``; it must name the file, a line, and not be a parser bug."""
     with pytest.raises(ParseError) as info:
         parse(path, data, overrides)
@@ -71,8 +72,9 @@ def jsonl_with(index: int, **fields) -> str:
 
 
 @pytest.mark.parametrize("path, overrides", [
-    (JSONL, Overrides()), (KERAS_TXT, KERAS_FLAGS), (CAFFE, Overrides(deployment="1x GTX 1080")),
-    (MLPERF_V07, Overrides()), (MLPERF_V06, Overrides()), (TF_CNN, Overrides()),
+    (JSONL, IngestOptions()), (KERAS_TXT, KERAS_FLAGS),
+    (CAFFE, IngestOptions(deployment="1x GTX 1080")),
+    (MLPERF_V07, IngestOptions()), (MLPERF_V06, IngestOptions()), (TF_CNN, IngestOptions()),
 ])
 def test_real_samples_pass_the_range_checks(path, overrides):
     parsed = parse(path, path.read_bytes(), overrides)
@@ -161,7 +163,7 @@ def test_caffe_huge_iteration_is_a_rejection_at_its_line():
     lines = lines_of(CAFFE)
     index = next(i for i, line in enumerate(lines) if "] Iteration 20, loss" in line)
     lines[index] = lines[index].replace("Iteration 20,", f"Iteration {HUGE},")
-    err = rejected(CAFFE, "\n".join(lines), Overrides(deployment="1x GTX 1080"))
+    err = rejected(CAFFE, "\n".join(lines), IngestOptions(deployment="1x GTX 1080"))
     assert err.line == index + 1 and "5000 digits" in err.reason
 
 
@@ -170,7 +172,7 @@ def test_caffe_garbled_abort_instant_is_no_evidence_of_the_year(instant):
     text = CAFFE.read_text()
     assert "*** Aborted at 1459572179 (unix time)" in text
     text = text.replace("Aborted at 1459572179", f"Aborted at {instant}")
-    parsed = parse(CAFFE, text, Overrides(deployment="1x GTX 1080"))
+    parsed = parse(CAFFE, text, IngestOptions(deployment="1x GTX 1080"))
     assert "Aborted" not in parsed.runs[0].meta["year_source"]
 
 
@@ -204,7 +206,7 @@ def good_run() -> ParsedRun:
                   start_time=1.6e9, epoch_start=1.0, epoch_end=1.0, iteration_start=0,
                   iteration_end=99, line=7, points=((50.0, 25.0), (100.0, 50.0)))
     return ParsedRun(format="jsonl", network="resnet50", deployment=Deployment("V100", 8),
-                     framework="tf", batch_size=64, start_time=1.6e9, segments=[seg],
+                     stack="tf", batch_size=64, start_time=1.6e9, segments=[seg],
                      first_line=1)
 
 

@@ -115,8 +115,8 @@ def test_lightning_callback_writes_the_epochs_it_saw(lightning_logged):
         assert seg.seconds == pytest.approx(seconds, rel=0.01, abs=0.02)  # or a time slice
     tests = [s for s in run.segments if s.phase == "test"]
     assert [s.iterations for s in tests] == [2, 2]  # the sanity check is not a phase
-    assert run.batch_size == 16 and run.framework.startswith("PyTorch")
-    assert "Lightning" in run.framework
+    assert run.batch_size == 16 and run.stack.startswith("PyTorch")
+    assert "Lightning" in run.stack
 
 
 def test_prometheus_totals_equal_the_jsonl(lightning_logged):
@@ -176,7 +176,7 @@ def test_trainer_callback_agrees_with_trainer_state(tmp_path):
     # the callback's train phases span the steps; train_runtime also holds set-up and the
     # evaluations' own set-up, a few ms each
     assert train_seconds == pytest.approx(runtime - evals, rel=0.05, abs=0.05)
-    assert run.batch_size == 16 and "Transformers" in run.framework
+    assert run.batch_size == 16 and "Transformers" in run.stack
     assert _exported(exporter)["train"][0] == 12
     json.dumps(run.meta)
 

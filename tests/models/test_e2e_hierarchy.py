@@ -10,12 +10,14 @@ import math
 import pytest
 from typer.testing import CliRunner
 
+from fleet.errors import bug_info
 from ingest.events import ParsedRun, Segment
 from ingest.store import Store
 from jobcast.cli.app import app
 from jobcast.service.forecaster import Forecaster
 from jobcast.service.request import JobRequest
 from models.e2e import NoModelError, fit_store_report, forecast, model_id, select
+from models.errors import ModelError
 from models.variant import variant_key
 
 A100 = "nvidia-a100-sxm4-40gb-x8"
@@ -39,7 +41,7 @@ def _run(system: str = "", variant: dict | None = None, rate: float = 0.1,
         meta["clock_resolution_s"] = resolution
     segment = Segment("train", iterations, const + rate * iterations, batch_size=batch,
                       start_time=start, points=marks)
-    return ParsedRun(format="jsonl", network=network, framework=stack, batch_size=batch,
+    return ParsedRun(format="jsonl", network=network, stack=stack, batch_size=batch,
                      start_time=start, segments=[segment], meta=meta)
 
 
@@ -267,3 +269,80 @@ def test_an_unstated_precision_is_named_with_the_others_history_has(tmp_path):
     assert "also has precision=fp16" in open_.reason and "--precision" in open_.reason
     asked = select(report.models, "resnet50", A100, "train", variant={"precision": "fp16"})
     assert "assumed" not in asked.reason
+
+
+def _two_networks(tmp_path) -> Store:
+    """Two systems' runs of resnet50 and of othernet, a day apart (a backtest has asks)."""
+    runs = [_run(system=s, network=n, rate=r, start=1.6e9 + i * DAY)
+            for n, r in (("resnet50", 0.1), ("othernet", 0.2))
+            for s in ("sys-a", "sys-b") for i in range(3)]
+    return _store(tmp_path, runs)
+
+
+def _failing(monkeypatch, exc: Exception) -> None:
+    """``othernet``'s keys fail with ``exc``; the others fit as ever."""
+    import models.e2e as e2e
+
+    real = e2e._fit_key
+
+    def fit_key(df, form):
+        if df["network"].iloc[0] == "othernet":
+            raise exc
+        return real(df, form)
+
+    monkeypatch.setattr(e2e, "_fit_key", fit_key)
+
+
+@pytest.mark.parametrize(("exc", "kind"), [
+    (ZeroDivisionError("injected"), "bug"),
+    (KeyError("seconds"), "bug"),
+    (ModelError("no usable points"), "fit"),
+    (ValueError("1 progress point; a model needs at least 2"), "fit"),
+])
+def test_a_key_that_fails_is_a_fit_failure_and_a_bug_is_named_as_one(tmp_path, monkeypatch,
+                                                                     exc, kind):
+    _failing(monkeypatch, exc)
+    report = fit_store_report(_two_networks(tmp_path))
+    failed = [f for f in report.failures if f.network == "othernet"]
+    assert failed and {f.kind for f in failed} == {kind}
+    assert {f.info().kind for f in failed} == {kind}
+    reason = bug_info(exc).message if kind == "bug" else str(exc)
+    assert {f.reason.split("; and no pooled")[0] for f in failed} == {reason}
+    assert all(f.to_dict()["problem"]["kind"] == kind for f in failed)
+    assert {m.network for m in report.models} == {"resnet50"}  # the others still fitted
+
+
+def test_fit_text_names_a_bug_as_a_bug_and_lists_the_backtests_bugs(tmp_path, monkeypatch):
+    store = _two_networks(tmp_path)
+    _failing(monkeypatch, ZeroDivisionError("injected"))
+    result = runner.invoke(app, ["fit", "--store", store.url, "--no-track", "--no-backtest"],
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.stdout.splitlines() if "othernet" in ln]
+    assert lines and all(ln.startswith("not fitted, a bug ") for ln in lines)
+    assert all("a bug in jobcast" in ln and "ZeroDivisionError: injected" in ln
+               for ln in lines)
+    assert "backtest bug" not in result.stdout and "Traceback" not in result.output
+
+    def broken(*_args, **_kwargs):
+        raise ArithmeticError("injected in an ask")
+
+    monkeypatch.setattr(Forecaster, "candidates", broken)
+    with pytest.warns(RuntimeWarning, match="a bug in jobcast"):
+        result = runner.invoke(app, ["fit", "--store", store.url, "--no-track"],
+                               catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    [bug] = [ln for ln in result.stdout.splitlines() if ln.startswith("backtest bug ")]
+    assert "a bug in jobcast" in bug and "ArithmeticError: injected in an ask" in bug
+    assert "Traceback" not in result.output
+
+
+def test_an_ordinary_fit_failure_is_not_called_a_bug(tmp_path, monkeypatch):
+    _failing(monkeypatch, ModelError("no usable points"))
+    result = runner.invoke(app, ["fit", "--store", _two_networks(tmp_path).url, "--no-track",
+                                 "--no-backtest"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.stdout.splitlines() if "othernet" in ln]
+    assert lines and all(ln.startswith("not fitted ") and "no usable points" in ln
+                         for ln in lines)
+    assert "bug" not in result.stdout

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from paths import DATA
 
-from ingest.pipeline import Overrides, ingest_paths
+from ingest.pipeline import IngestOptions, ingest_paths
 from ingest.store import Store
 from jobcast.service.forecaster import Forecaster
 from jobcast.service.hybrid import (
@@ -33,7 +33,7 @@ from models.e2e import fit_store
 
 CAFFENET_128 = DATA / "caffe" / "ducha_caffenet128_lsuv_bs128_lr002.log"
 RESNET20_2018 = DATA / "caffe" / "ethanhe42_resnet-20_logs_resnet-20__2018-10-19_01-43-18.log"
-CAFFE_OVERRIDES = Overrides(network="caffenet128", deployment="1x GTX Titan X")
+CAFFE_OVERRIDES = IngestOptions(network="caffenet128", deployment="1x GTX Titan X")
 
 
 def _store(tmp_path, logs, overrides=CAFFE_OVERRIDES) -> Store:
@@ -135,7 +135,7 @@ def test_evaluation_plans_and_unpriced_networks_are_not_hybrid(one_batch, tmp_pa
         dataset_size=100_000, eval_every=1, eval_size=5000))
     assert plan.ok and str(plan.route) != "hybrid"  # (this log's single test pass fits no model)
     # ResNet-20 (CIFAR) has no shipped spec: the hybrid declines, history still answers
-    store = _store(tmp_path, [RESNET20_2018], Overrides(network="resnet20"))
+    store = _store(tmp_path, [RESNET20_2018], IngestOptions(network="resnet20"))
     assert zoo.lookup("resnet20") is None
     runs = store.runs()
     batch = runs[0].batch_size

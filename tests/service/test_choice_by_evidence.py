@@ -50,7 +50,7 @@ def _run(system: str, rate: float, *, batch: int = 256, iterations: float = 1000
         meta["init_seconds"] = init
         meta["run_start"], meta["run_stop"] = start, start + total + evals + 1.0
     return ParsedRun(format="jsonl", network="resnet50", deployment=Deployment(gpu, count),
-                     framework=stack, batch_size=batch, start_time=start, segments=segs,
+                     stack=stack, batch_size=batch, start_time=start, segments=segs,
                      meta=meta)
 
 

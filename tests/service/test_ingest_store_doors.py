@@ -54,8 +54,8 @@ def test_ingest_records_rejections_and_counts(tmp_path):
     assert [r.source for r in st.rejections()] == [str(bad)]  # recorded on this path too
     payload = result.to_dict()
     (rejected,) = payload["rejected"]
-    assert rejected["error"]["kind"] == "parse" and rejected["error"]["file"] == str(bad)
-    assert rejected["error"]["message"] and rejected["reason"]  # reason kept one release
+    assert rejected["problem"]["kind"] == "parse" and rejected["problem"]["file"] == str(bad)
+    assert rejected["problem"]["message"] and rejected["reason"]  # reason kept one release
     assert set(payload) == {"stored", "added", "duplicates", "rejected", "warnings",
                             "skipped", "store"}
     again = ingest(st, CAFFE, ingest_options(deployment="unknown-gpu-x1"), workers=1)

@@ -3,7 +3,7 @@ forecaster without history routes answer exactly as the empty store opened the n
 
 ``jobcast predict`` asks :func:`ingest.store_probe.holds_no_history` first; where it says the
 store holds nothing, the forecaster gets no store and builds only the routes that need no
-history (``jobcast.service.forecaster.HISTORY_ROUTES``). These tests hold that path to the
+history (``jobcast.service.route_registry.history_routes()``). These tests hold that path to the
 normal one: same answers and same failure messages on a spread of requests, the probe's
 "unsure" wherever the normal path would do something else (refuse, report, read history),
 and no file created.
@@ -30,8 +30,9 @@ from ingest.store_probe import (
     holds_no_history,
 )
 from jobcast.cli.app import app
-from jobcast.service.forecaster import HISTORY_ROUTES, ROUTES, Forecaster
+from jobcast.service.forecaster import Forecaster
 from jobcast.service.request import JobRequest
+from jobcast.service.route_registry import history_routes, route_names
 
 runner = CliRunner()
 
@@ -70,14 +71,14 @@ def test_without_history_the_answer_is_the_empty_stores(ask, empty_store):
     assert _answer(bare, ask) == _answer(Forecaster(empty_store), ask)
     assert not bare.has_history
     assert [r.name for r in bare.routes] == [r.name for r in (bare.layerwise,)]
-    assert {name for name, *_ in ROUTES} - HISTORY_ROUTES == {"layerwise"}
+    assert set(route_names()) - set(history_routes()) == {"layerwise"}
 
 
 def _run() -> ParsedRun:
     segs = [Segment("train", iterations=50, seconds=10.0 + e, batch_size=64, epoch_start=e,
                     epoch_end=e, points=((25, 5.0), (50, 10.0 + e))) for e in range(3)]
     return ParsedRun(format="jsonl", network="resnet50",
-                     deployment=Deployment("Tesla V100-SXM2-16GB", 1, 1), framework="x",
+                     deployment=Deployment("Tesla V100-SXM2-16GB", 1, 1), stack="x",
                      batch_size=64, start_time=1_600_000_000.0, segments=segs)
 
 

@@ -82,8 +82,10 @@ def test_the_registry_knows_the_toy_only_while_registered(toy_route):
     assert kinds()[0] == "toy-flat" and fallback_errors()["toy-flat"] == 0.001
     assert "toy-flat" not in history_routes()
     from jobcast.service import candidates, forecaster  # the deprecated names read it live
-    assert candidates.KINDS[0] == "toy-flat" and "toy-flat" in candidates.FALLBACK_ERROR
-    assert ("toy-flat", toy_route.build, False) in forecaster.ROUTES
+    with pytest.deprecated_call():
+        assert candidates.KINDS[0] == "toy-flat" and "toy-flat" in candidates.FALLBACK_ERROR
+    with pytest.deprecated_call(match="route_specs"):
+        assert ("toy-flat", toy_route.build, False) in forecaster.ROUTES
     with pytest.raises(RouteRegistryError, match="registered already"):
         register_route(RouteSpec("toy-flat", toy_route.build, kinds={"toy-flat2": 1.0}))
     with pytest.raises(RouteRegistryError, match="belong to route 'layerwise'"):

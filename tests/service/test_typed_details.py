@@ -47,8 +47,8 @@ def test_a_request_error_says_its_problem_in_a_word():
         {"network": "resnet50", "batch_size": 32, "colour": "red"},
         {"network": "resnet50", "batch_size": -1},
         {"network": "resnet50", "batch_size": 32, "device": "V100", "iterations": 5}])
-    assert isinstance(bad_column, JobRequestError) and bad_column.problem == UNKNOWN_COLUMN
-    assert isinstance(bad_value, JobRequestError) and bad_value.problem == INVALID_VALUE
+    assert isinstance(bad_column, JobRequestError) and bad_column.refusal == UNKNOWN_COLUMN
+    assert isinstance(bad_value, JobRequestError) and bad_value.refusal == INVALID_VALUE
     assert bad_column.kind == bad_value.kind == "request" and isinstance(good, JobRequest)
 
 

@@ -77,7 +77,7 @@ def upgrade() -> None:
     conn = op.get_bind()
     cache: dict[str, str] = {}
     updates = []
-    targets: set[str] = set()  # keys that now hold runs stored under another spelling
+    targets: set[str | None] = set()  # keys that now hold runs stored under another spelling
     for run_id, key, meta in conn.execute(sa.select(_runs.c.id, _runs.c.deployment,
                                                     _runs.c.meta)):
         new_key, new_meta = _canonical(key, cache), _meta(meta, cache)

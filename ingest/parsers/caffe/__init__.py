@@ -59,6 +59,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 from fleet.deployment import Deployment
 from ingest.events import ParseContext, ParsedRun, ParseError, Segment, short_repr
@@ -130,6 +131,13 @@ def _parse_net_echo(text: list[str], header: _Header, line: int) -> None:
     phase = net.pop("phase_from_state", None) or net["phase"]
     net["phase"] = phase
     header.nets.append(net)
+
+
+def _batch_size(net: dict[str, object] | None) -> int | None:
+    """The net's ``batch_size`` as a whole number (the echo stores it from :func:`_int`), or
+    None for no net or a net without one."""
+    value = net.get("batch_size") if net else None
+    return None if value is None else int(cast("int", value))
 
 
 def _int(text: str, what: str, line: int) -> int:
@@ -300,7 +308,8 @@ class _Builder:
         end = run.test_end
         run.test = None
         if end is None:
-            run.meta["tests_without_output"] = int(run.meta.get("tests_without_output", 0)) + 1
+            count = cast("int", run.meta.get("tests_without_output", 0))
+            run.meta["tests_without_output"] = int(count) + 1
             run.train_start = None
             return
         test_iters = run.header.solver.get("test_iter")
@@ -309,13 +318,13 @@ class _Builder:
             raw = test_iters[index] if index < len(test_iters) else test_iters[0]
             iterations = _int(raw, "test_iter", run.header.first_line)
             seconds = end.time - testing.time
-            batch = net.get("batch_size") if net else None
+            batch = _batch_size(net)
             run.segments.append(
                 Segment(
                     phase="test",
                     iterations=float(iterations),
                     seconds=seconds,
-                    batch_size=int(batch) if batch is not None else None,
+                    batch_size=batch,
                     start_time=testing.time,
                     line=end.line,
                     points=((float(iterations), seconds),),
@@ -386,10 +395,10 @@ class _Builder:
 
     def _train_batch(self, run: _Run) -> int | None:
         net = run.header.net("TRAIN")
-        per_device = net.get("batch_size") if net else None
+        per_device = _batch_size(net)
         if per_device is None:
             return self.ctx.batch_size
-        return int(per_device) * max(1, len(run.header.gpu_ids))
+        return per_device * max(1, len(run.header.gpu_ids))
 
     def _close_run(self, last_line: int) -> None:
         run = self.run
@@ -431,10 +440,10 @@ def _to_parsed(run: _Run, ctx: ParseContext, year_source: str) -> ParsedRun:
     if deployment is None:
         needs.append("deployment")
     batch = None
-    per_device = (train_net or {}).get("batch_size")
+    per_device = _batch_size(train_net)
     if per_device is not None:
-        batch = int(per_device) * max(1, len(h.gpu_ids))
-        meta["batch_per_device"] = int(per_device)
+        batch = per_device * max(1, len(h.gpu_ids))
+        meta["batch_per_device"] = per_device
     elif ctx.batch_size is not None:
         batch = ctx.batch_size
         meta["batch_from_ctx"] = True
@@ -445,8 +454,9 @@ def _to_parsed(run: _Run, ctx: ParseContext, year_source: str) -> ParsedRun:
     if len(names) > 1:
         meta["gpu_names"] = names
     meta["devices"] = "cpu" if h.cpu else (n_gpus or None)
-    if test_net and test_net.get("batch_size") is not None:
-        meta["test_batch_size"] = int(test_net["batch_size"])  # type: ignore[arg-type]
+    test_batch = _batch_size(test_net)
+    if test_batch is not None:
+        meta["test_batch_size"] = test_batch
     for key in ("test_iter", "test_interval", "display", "max_iter", "type", "lr_policy",
                 "base_lr", "snapshot"):
         if key in h.solver:

@@ -406,7 +406,8 @@ def _segments(spans: list[Span], sizes: _Sizes, batch: int, clock: DisplayClock,
     its_of = [float(sizes.train.steps * sp.epochs if sp.phase == "train" else sizes.eval.steps)
               for sp in ordered]
     shown = [k for k, sp in enumerate(ordered) if sp.phase == "train" and sp.epochs == 1]
-    points = [((its, sp.end - sp.start),) for its, sp in zip(its_of, ordered, strict=True)]
+    points: list[tuple[tuple[float, float], ...]] = [
+        ((its, sp.end - sp.start),) for its, sp in zip(its_of, ordered, strict=True)]
     for k, pts in zip(shown, span_points([PointSpan(
             ordered[k].start_index, ordered[k].end_index, ordered[k].start, ordered[k].end,
             its_of[k]) for k in shown], clock), strict=True):

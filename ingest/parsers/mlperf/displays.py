@@ -213,7 +213,7 @@ def span_points(spans: list[PointSpan], clock: DisplayClock | None
                 ) -> list[tuple[tuple[float, float], ...]]:
     """Progress marks of each span from display lines, each ending with the span's end."""
     ends = [(sp.iterations, sp.end - sp.start) for sp in spans]
-    out = [(end,) for end in ends]
+    out: list[tuple[tuple[float, float], ...]] = [(end,) for end in ends]
     if clock is None or clock.offset is None or not len(clock.displays) or not spans:
         return out
     cum = clock.displays.cum

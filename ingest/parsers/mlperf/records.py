@@ -48,6 +48,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ingest.events import ParseError, short_repr
 from ingest.parsers.mlperf.displays import Displays, find_displays
@@ -220,7 +221,8 @@ def _mll(text: str, start: int, lineno: int) -> tuple[Event, str]:
     payload = _json(m.group(3), f":::MLL {m.group(2)} payload", lineno)
     if not isinstance(payload, dict):
         raise ParseError(f":::MLL {m.group(2)} payload is not a JSON object", line=lineno)
-    meta = payload.get("metadata") if isinstance(payload.get("metadata"), dict) else {}
+    metadata = payload.get("metadata")
+    meta = metadata if isinstance(metadata, dict) else {}
     t = _time(m.group(1), f":::MLL {m.group(2)}", lineno)
     return Event(m.group(2), t or None, payload.get("value"), meta, lineno), m.group(1)
 
@@ -412,7 +414,7 @@ class _Reader:
         if type(rec) is not dict:
             return False
         key = rec.get("key")
-        ms = rec.get("time_ms")
+        ms: Any = rec.get("time_ms")  # a JSON value: its type is checked next
         if type(key) is not str or type(ms) not in (int, float):
             return False
         try:

@@ -169,7 +169,7 @@ def epoch_spans(run: list[Event], cut: Truncation, fix: Repairs) -> list[Span]:
                 close_missing(ev)
             open_ev, open_num, closer = ev, num, None  # type: ignore[assignment]
         elif key == "epoch_stop":
-            num = epoch_of(ev)  # type: ignore[assignment]
+            num = epoch_of(ev)
             if open_ev is None:
                 fix.add("duplicate_mark", ev.line,
                         f"epoch_stop {num:g} with no open epoch_start: ignored")

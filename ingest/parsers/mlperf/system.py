@@ -243,7 +243,8 @@ def system_deployment(system: dict | None) -> Deployment | None:
         if name and per_node and nodes:
             return Deployment(name, per_node, nodes)
         return None
-    entry = norm.get("entry") if isinstance(norm.get("entry"), dict) else norm
+    got = norm.get("entry")
+    entry = got if isinstance(got, dict) else norm
     node_specs = norm_keys(entry).get("nodes")
     if isinstance(node_specs, dict):
         node_specs = [node_specs]
@@ -254,11 +255,12 @@ def system_deployment(system: dict | None) -> Deployment | None:
     per = {_count(s.get("num_accelerators")) for s in specs}
     if len(names) != 1 or len(per) != 1:
         return None  # heterogeneous nodes: no single deployment
-    name, per_node = names.pop(), per.pop()
+    node_name, node_per = names.pop(), per.pop()
     node_counts = [_count(s.get("num_nodes", 1)) for s in specs]
-    if not isinstance(name, str) or not per_node or None in node_counts:
+    if not isinstance(node_name, str) or not node_per or None in node_counts:
         return None
-    return Deployment(_clean_accelerator(name), per_node, sum(node_counts))  # type: ignore[arg-type]
+    nodes_total = sum(c for c in node_counts if c is not None)  # none is None here
+    return Deployment(_clean_accelerator(node_name), node_per, nodes_total)
 
 
 def cpu_deployment(system: dict | None) -> Deployment | None:
