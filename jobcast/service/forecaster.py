@@ -53,7 +53,7 @@ from fleet.errors import ErrorInfo, JobcastError
 from jobcast.service.candidates import Ask, Candidate, Proposer, fallback_error
 from jobcast.service.e2e_route import EndToEndRoute
 from jobcast.service.feasibility import request_verdict
-from jobcast.service.forecast import Forecast, ForecastFailure, Outcome, percent_text
+from jobcast.service.forecast import NO_FORECAST, Forecast, ForecastFailure, Outcome, percent_text
 from jobcast.service.job_answer import (
     as_trained,
     compose_job,
@@ -287,12 +287,13 @@ class Forecaster:
         return self._floors[kind]
 
     def candidates(self, req: JobRequest, exhaustive: bool = False, now: float | None = None
-                   ) -> tuple[Ask, list[tuple[Candidate, Judgement]], list[str]]:
-        """The ask, every candidate proposed with its judgement, and why routes missed;
-        ``now`` (unix s, default the clock) ages the history (a backtest's target start)."""
+                   ) -> tuple[Ask, list[tuple[Candidate, Judgement]], list[JobcastError]]:
+        """The ask, every candidate proposed with its judgement, and the errors of the routes
+        that missed; ``now`` (unix s, default the clock) ages the history (a backtest's
+        target start)."""
         ask = Ask.of(req, self.stored_keys(), now)
         judged: list[tuple[Candidate, Judgement]] = []
-        misses: list[str] = []
+        misses: list[JobcastError] = []
         for route in self.routes:
             if not exhaustive and judged and route.costly:
                 best = min(j.expected for _, j in judged)
@@ -301,7 +302,7 @@ class Forecaster:
             try:
                 found = route.propose(ask)
             except JobcastError as exc:  # a miss; anything else is a bug and propagates
-                misses.append(str(exc))
+                misses.append(exc)
                 continue
             judged += [(c, self.judge(c)) for c in found if _finite(c.forecast)]
         return ask, judged, misses
@@ -352,7 +353,8 @@ class Forecaster:
         except (JobcastError, OSError) as exc:
             return _failure(req, exc)
         if not judged:
-            return ForecastFailure(req, self._no_answer(ask, misses))
+            text = self._no_answer(ask, misses)
+            return ForecastFailure(req, text, _miss_info(text, misses))
         order = {k: i for i, k in enumerate(kinds())}
         cand, judgement = min(
             enumerate(judged),
@@ -380,16 +382,27 @@ class Forecaster:
         high = max(f.seconds * j.high_factor, f.seconds)
         return replace(f, low=low, high=high, details=details, why=cand.reason, chosen=chosen)
 
-    def _no_answer(self, ask: Ask, misses: list[str]) -> str:
+    def _no_answer(self, ask: Ask, misses: list[JobcastError]) -> str:
         """Why nothing answered: the routes' own reasons, else what the history holds."""
-        if any(misses):
-            return "; ".join(dict.fromkeys(m for m in misses if m))
+        if reasons := [str(m) for m in misses if str(m)]:
+            return "; ".join(dict.fromkeys(reasons))
         req = ask.req
         where = req.deployment or req.device or "no deployment or device"
         known = sorted({f"{m.network} @ {m.deployment}" for m in self.models})[:8]
         return (f"no history of network {req.network!r} on {where}"
                 + (f" (history has: {', '.join(known)})" if known else "")
                 + "; and no layerwise forecast of it")
+
+
+def _miss_info(text: str, misses: list[JobcastError]) -> ErrorInfo | None:
+    """The error object of a request no route answered: the kind of the first miss that
+    says more than "no forecast" (an unknown GPU or network, a bad spec), with the whole
+    reason ``text``; None (kind ``no_forecast``) when no miss says more."""
+    for miss in misses:
+        info = miss.info()
+        if info.kind != NO_FORECAST:
+            return replace(info, message=text)
+    return None
 
 
 def _failure(req: JobRequest, exc: JobcastError | OSError) -> ForecastFailure:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from fleet.catalog import resolve_gpu
 from fleet.deployment import Deployment, deployment_key
 from fleet.deprecation import renamed_attributes
-from fleet.errors import FleetError, JobcastError
+from fleet.errors import ErrorInfo, FleetError, JobcastError
 from fleet.framework import parse_framework
 from jobcast.service.candidates import Ask, Candidate, own_scale, phase_steps, to_job
 from jobcast.service.errors import ServiceError
@@ -59,11 +59,18 @@ class NoLayerwiseForecast(RouteMiss):
     """The layerwise route cannot price the job: ``reason`` says why (e.g. the GPU is not in
     the catalog), ``why`` why history did not answer either; the message says both."""
 
-    def __init__(self, reason: str, why: str = ""):
+    def __init__(self, reason: str, why: str = "", cause: JobcastError | None = None):
         super().__init__(f"{why}; and no layerwise forecast: {reason}" if why
                          else f"no layerwise forecast: {reason}")
         self.reason = reason
         self.why = why
+        self.cause = cause
+
+    def info(self) -> ErrorInfo:
+        """The one JSON shape, of the kind of the error that stopped the route (an unknown
+        GPU: ``unknown_gpu``), else ``no_forecast``; the message says both reasons."""
+        info = super().info()
+        return info if self.cause is None else replace(info, kind=self.cause.info().kind)
 
 
 def _details(result: dict) -> dict[str, Any]:
@@ -128,7 +135,7 @@ class LayerwiseRoute:
         try:
             gpu = resolve_gpu(device)
         except FleetError as exc:  # the catalog does not know it, or cannot read the name
-            raise NoLayerwiseForecast(str(exc), why) from None
+            raise NoLayerwiseForecast(str(exc), why, cause=exc) from None
         steps = phase_steps(req)
         if steps is None:
             raise RouteMiss(no_steps_message(req.phase))

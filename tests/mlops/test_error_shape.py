@@ -113,7 +113,8 @@ def test_a_row_no_route_answers_is_an_ordinary_miss(app):
     status, body = _post(app, {"dataframe_records": rows})
     problem = _assert_refusal(body)
     assert status == 400 and body["reason"] == "cannot_forecast"
-    assert (problem["kind"], problem["row"]) == ("no_forecast", 1)
+    # an ordinary miss, of the kind of what stopped it (not "bug")
+    assert (problem["kind"], problem["row"]) == ("unknown_gpu", 1)
     assert "Banana-9000" in problem["message"] and BUG_TEXT not in problem["message"]
     assert [e["row"] for e in body["errors"]] == [1]
 
