@@ -31,11 +31,15 @@ def _run(**changes: object) -> ParsedRun:
 
 def test_stack_and_its_framework_alias():
     run = _run()
-    assert run.stack == run.framework == "MXNet 22.05"
-    old = ParsedRun(format="jsonl", framework="Caffe")  # the old keyword
+    with pytest.deprecated_call(match="use ParsedRun.stack"):
+        assert run.stack == run.framework == "MXNet 22.05"
+    with pytest.deprecated_call(match=r"use ParsedRun\(stack=...\)"):
+        old = ParsedRun(format="jsonl", framework="Caffe")  # the old keyword
     assert old.stack == "Caffe"
-    assert _run(framework="TF 1.15").stack == "TF 1.15"  # replace() with the old name
-    run.framework = "PyTorch 2.1"
+    with pytest.deprecated_call():
+        assert _run(framework="TF 1.15").stack == "TF 1.15"  # replace() with the old name
+    with pytest.deprecated_call():
+        run.framework = "PyTorch 2.1"
     assert run.stack == "PyTorch 2.1"
 
 
@@ -45,7 +49,8 @@ def test_stored_run_reads_the_stack_from_the_framework_column(tmp_path):
     store.add_file(content_hash="0" * 64, source="a.jsonl", fmt="jsonl", size=1,
                    parsed=[_run()])
     [stored] = store.runs()
-    assert stored.stack == stored.framework == "MXNet 22.05"
+    with pytest.deprecated_call(match="use StoredRun.stack"):
+        assert stored.stack == stored.framework == "MXNet 22.05"
     with sqlite3.connect(db) as conn:
         assert conn.execute("select framework from runs").fetchall() == [("MXNet 22.05",)]
 

@@ -243,7 +243,7 @@ def test_segment_rules_name_run_segment_line_and_reason(change, reason):
     (dict(deployment=Deployment("V100", 10**6)), "accelerators per node"),
     (dict(deployment=Deployment("V100", 1, 10**7)), "nodes"),
     (dict(network="n" * 200), "200 characters"),
-    (dict(framework="tf\x00"), "control characters"),
+    (dict(stack="tf\x00"), "control characters"),
 ])
 def test_run_rules_name_the_run_and_its_first_line(change, reason):
     run = replace(good_run(), **change)

@@ -18,7 +18,7 @@ from ingest.pipeline import IngestOptions, ingest_paths
 from ingest.store import Store
 from jobcast.service.forecaster import Forecaster
 from jobcast.service.hybrid import (
-    BatchShapeCalibrator,
+    BatchShapeFit,
     HybridRoute,
     history_from_points,
     key_points,
@@ -157,7 +157,7 @@ def test_calibrator_passes_through_history_and_rejects_bad_input(one_batch):
     obs = shapes[shapes["batch_size"] == 128].assign(
         step_seconds=history.observations[0].step_seconds, runs=1, log_sd=math.nan)
     for mode in ("ratio", "split"):
-        cal = BatchShapeCalibrator(mode=mode).fit(obs, obs["step_seconds"])
+        cal = BatchShapeFit(mode=mode).fit(obs, obs["step_seconds"])
         assert cal.mode_ == "ratio"  # one batch size cannot be split
         got = cal.predict_interval(shapes)
         assert got["seconds"].iloc[0] == pytest.approx(obs["step_seconds"].iloc[0], rel=1e-12)
@@ -165,9 +165,9 @@ def test_calibrator_passes_through_history_and_rejects_bad_input(one_batch):
         assert got["distance"].iloc[0] == 0 and got["distance"].iloc[1] > 0
     bad = obs.assign(variable_s=-1.0)
     with pytest.raises(ValueError, match="positive, finite"):
-        BatchShapeCalibrator().fit(bad, bad["step_seconds"])
+        BatchShapeFit().fit(bad, bad["step_seconds"])
     with pytest.raises(ValueError, match="mode"):
-        BatchShapeCalibrator(mode="cubic").fit(obs, obs["step_seconds"])
+        BatchShapeFit(mode="cubic").fit(obs, obs["step_seconds"])
     assert key_points(progress_points(store), model)["source"].nunique() == 1
 
 
