@@ -19,7 +19,8 @@ Rules
   a log's run is (:func:`ingest.pipeline.apply_overrides`, :func:`ingest.pipeline.check_run`);
   a run that fails is rejected with its source and reason, the other runs go on. A server
   that cannot be reached, an unknown store or any MLflow error is one rejection naming the
-  URI; nothing raises to the caller.
+  URI; nothing raises to the caller, and every rejection is recorded in the store (as a
+  file ingest records its own).
 * MLflow is imported here, inside the functions (heavy); ``MLFLOW_HTTP_REQUEST_MAX_RETRIES``
   defaults to 2 for this process (MLflow's own default waits minutes on a dead server), and a
   server's port is tried first (5 s). A ``file:`` store (an old ``mlruns`` folder) is read with
@@ -210,7 +211,15 @@ def _store_run(store, source: str, snap: dict, overrides, report: TrackerReport)
 
 def ingest_tracking(store, text: str, experiments: list[str] | None = None, overrides=None,
                     progress: Callable[[int, int, str], None] | None = None) -> TrackerReport:
-    """Ingest the runs of ``mlflow+<uri>`` into ``store`` (rules in the module doc)."""
+    """Ingest the runs of ``mlflow+<uri>`` into ``store`` (rules in the module doc); the
+    rejections are recorded in the store, as a file ingest records its own."""
+    report = _ingest_tracking(store, text, experiments, overrides, progress)
+    store.add_rejections(report.rejected)
+    return report
+
+
+def _ingest_tracking(store, text: str, experiments: list[str] | None, overrides,
+                     progress: Callable[[int, int, str], None] | None) -> TrackerReport:
     from ingest.pipeline import IngestOptions
 
     overrides = overrides or IngestOptions()

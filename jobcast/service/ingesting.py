@@ -184,8 +184,8 @@ def _ingest_ray(st: Store, files: list[str], options: IngestOptions, address: st
 def ingest_trackers(st: Store, trackers: Sequence[str], experiments: Sequence[str] | None,
                     options: IngestOptions, result: IngestResult,
                     progress: Progress | None = None) -> None:
-    """Each tracking source's runs into ``st``, merged into ``result``; rejections recorded
-    and the warnings of everything ``result`` added collected (module rules)."""
+    """Each tracking source's runs into ``st``, merged into ``result`` (ingest_tracking records
+    the rejections); the warnings of everything ``result`` added collected (module rules)."""
     from ingest.mlflow_source import ingest_tracking
 
     for text in trackers:
@@ -193,8 +193,7 @@ def ingest_trackers(st: Store, trackers: Sequence[str], experiments: Sequence[st
                               progress=progress)
         result.added.extend(got.added)
         result.duplicates.extend(got.duplicates)
-        result.rejected.extend(got.rejected)
-        st.add_rejections(got.rejected)
+        result.rejected.extend(got.rejected)  # recorded in the store by ingest_tracking
         for source, why in got.running:
             result.running.append((source, why))
             result.skipped.append(f"{source} (still running: {why})")

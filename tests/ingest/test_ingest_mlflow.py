@@ -154,6 +154,8 @@ def test_experiment_filter_and_the_sqlite_file_of_the_same_server(server, tmp_pa
     assert again.duplicates[0][0].startswith("mlflow://sqlite:///")
     missing = ingest_tracking(st, f"mlflow+{server['uri']}", ["no-such"], _overrides())
     assert "no active experiment named 'no-such'" in missing.rejected[0].reason
+    # recorded in the store, as a file ingest records its rejections
+    assert any("no-such" in r.reason for r in st.rejections())
     st.engine.dispose()
 
 
