@@ -47,9 +47,10 @@ def renamed_attributes(module: str, renames: Mapping[str, str | tuple[str, Calla
     return __getattr__
 
 
-def renamed_property(owner: str, old: str, new: str) -> property:
-    """A class attribute ``old`` that reads (and, where the instance allows, sets) ``new``
-    and warns each time; ``owner`` is the class's name as the warning spells it."""
+def renamed_property(owner: str, old: str, new: str, *, writable: bool = True) -> property:
+    """A class attribute ``old`` that reads (and, when ``writable`` and the instance allows,
+    sets) ``new`` and warns each time; ``owner`` is the class's name as the warning spells
+    it."""
 
     def get(self: Any) -> Any:
         warn_renamed(f"{owner}.{old}", f"{owner}.{new}")
@@ -59,4 +60,5 @@ def renamed_property(owner: str, old: str, new: str) -> property:
         warn_renamed(f"{owner}.{old}", f"{owner}.{new}")
         setattr(self, new, value)
 
-    return property(get, put, doc=f"Deprecated alias of ``{new}`` (one release); warns.")
+    return property(get, put if writable else None,
+                    doc=f"Deprecated alias of ``{new}`` (one release); warns.")

@@ -4,8 +4,7 @@ module's names for one release and warns once on import. Patch the new module, n
 
 from __future__ import annotations
 
-import warnings
-
+from fleet.deprecation import warn_renamed
 from layerwise.local_device import (
     CPUFREQ_MAX,
     CPUINFO,
@@ -26,5 +25,4 @@ __all__ = ["CPUFREQ_MAX", "CPUINFO", "MEMINFO", "NOMINAL_GBS_PER_CORE", "cpu_fea
            "cpu_slug", "detect_device", "gpu_features", "parse_cpuinfo", "parse_device",
            "software_versions", "tf_device_string", "usable_cpus"]
 
-warnings.warn("layerwise.hardware is deprecated; import layerwise.local_device",
-              DeprecationWarning, stacklevel=2)
+warn_renamed("layerwise.hardware", "layerwise.local_device", stacklevel=2)

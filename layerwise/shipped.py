@@ -18,7 +18,6 @@ Rules:
 
 from __future__ import annotations
 
-import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleet.deprecation import renamed_attributes
 from fleet.precision import Precision, parse_precision
 from layerwise.efficiency import EfficiencyPredictor
 from layerwise.features import hardware_frame, hardware_signatures, signature_columns
@@ -120,14 +120,5 @@ def default_predictor() -> Any:
     return load_predictor(DEFAULT_DIR)
 
 
-_DEPRECATED = {"HybridPredictor": "EfficiencyPlusSpecialist"}
-
-
-def __getattr__(name: str) -> Any:
-    """The deprecated names of this module (``HybridPredictor``), with a warning."""
-    if name in _DEPRECATED:
-        new = _DEPRECATED[name]
-        warnings.warn(f"layerwise.shipped.{name} is deprecated; use {new}", DeprecationWarning,
-                      stacklevel=2)
-        return globals()[new]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# ``HybridPredictor``: the deprecated name, for one release (fleet/deprecation.py)
+__getattr__ = renamed_attributes(__name__, {"HybridPredictor": "EfficiencyPlusSpecialist"})

@@ -3,11 +3,9 @@ that module's names for one release and warns once on import."""
 
 from __future__ import annotations
 
-import warnings
-
+from fleet.deprecation import warn_renamed
 from models.scale_calibration import Scale, ScaleCalibrator, network_key, observed_runs
 
 __all__ = ["Scale", "ScaleCalibrator", "network_key", "observed_runs"]
 
-warnings.warn("models.calibration is deprecated; import models.scale_calibration",
-              DeprecationWarning, stacklevel=2)
+warn_renamed("models.calibration", "models.scale_calibration", stacklevel=2)

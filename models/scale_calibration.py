@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
+from fleet.deprecation import renamed_property
 from models.dataset import progress_points
 
 
@@ -110,12 +111,7 @@ class ScaleCalibrator(BaseEstimator):
             self.pairs_[(str(network), str(deployment))] = (float(log_f), int(row["count"]))
         return self
 
-    @property
-    def hardware_(self) -> dict[str, tuple[float, int]]:
-        """Deprecated name of :attr:`deployments_`."""
-        warnings.warn("ScaleCalibrator.hardware_ is deprecated; use deployments_",
-                      DeprecationWarning, stacklevel=2)
-        return self.deployments_
+    hardware_ = renamed_property("ScaleCalibrator", "hardware_", "deployments_", writable=False)
 
     def _deployment_log_factor(self, deployment: str, exclude: str,
                                per_pair: pd.DataFrame) -> float:

@@ -3,8 +3,7 @@ re-exports that module's names for one release and warns once on import."""
 
 from __future__ import annotations
 
-import warnings
-
+from fleet.deprecation import warn_renamed
 from jobcast.service.scale_calibration import (
     COLUMNS,
     fit_calibration,
@@ -13,5 +12,4 @@ from jobcast.service.scale_calibration import (
 
 __all__ = ["COLUMNS", "fit_calibration", "layerwise_observations"]
 
-warnings.warn("jobcast.service.calibration is deprecated; import "
-              "jobcast.service.scale_calibration", DeprecationWarning, stacklevel=2)
+warn_renamed("jobcast.service.calibration", "jobcast.service.scale_calibration", stacklevel=2)

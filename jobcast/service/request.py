@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from fleet.data_parallel import parse_data_parallel
-from fleet.deprecation import warn_renamed
+from fleet.deprecation import renamed_property, warn_renamed
 from fleet.framework import parse_framework
 from fleet.precision import parse_precision
 from ingest.events import PHASES
@@ -171,11 +171,7 @@ class JobRequestError(ServiceError, ValueError):
         self.row = row
         self.refusal = refusal
 
-    @property
-    def problem(self) -> str:
-        """Deprecated (one release): ``refusal``, read-only."""
-        warn_renamed("JobRequestError.problem", "JobRequestError.refusal")
-        return self.refusal
+    problem = renamed_property("JobRequestError", "problem", "refusal", writable=False)
 
     def as_dict(self) -> dict:
         """``{"error", "row", "field"}``: the body of a refused served request."""
