@@ -26,6 +26,7 @@ from jobcast.cli.options import (
     STORE,
     TRACKING_URI,
     VERBOSE,
+    history_store,
     json_option,
     open_store,
     precision_option,
@@ -43,7 +44,7 @@ from jobcast.cli.output import (
 )
 
 if TYPE_CHECKING:
-    from jobcast.service.stores import Store
+    pass
 
 app = typer.Typer(
     help="Forecast how long a CNN training job will take, before it runs.",
@@ -239,15 +240,6 @@ def fit(
             note("skipped run", str(run))
 
 
-def history_store(store: str | None) -> Store | None:
-    """The store a forecast reads history from: None where it certainly holds none, so the
-    forecaster builds only the routes that need no history and the command loads neither
-    SQLAlchemy nor pandas (issue 23); else the store (:func:`options.history_store`)."""
-    from jobcast.cli.options import history_store as opened
-
-    return opened(store)
-
-
 @app.command()
 def predict(
     network: str | None = typer.Option(None, help="Network, e.g. resnet50 or a Keras app name."),
@@ -413,7 +405,8 @@ def report(
     store: str | None = STORE,
 ) -> None:
     """Write a self-contained HTML report of the store and every fitted model."""
-    from jobcast.cli.report import EmptyStoreError, write_report
+    from jobcast.cli.report import write_report
+    from jobcast.service.report_data import EmptyStoreError
 
     try:
         path = write_report(open_store(store, create=False), out)

@@ -88,14 +88,6 @@ def open_store(url: str | None, *, create: bool = True) -> Store:
         fail(exc)
 
 
-def empty_store(url: str) -> Store:
-    """An empty store in memory that names itself ``url`` (deprecated here: use
-    :func:`jobcast.service.stores.empty_store`)."""
-    from jobcast.service.stores import empty_store as empty
-
-    return empty(url)
-
-
 def open_store_later(url: str | None) -> Callable[[], Store]:
     """An opener for a command that may fail before it writes: an existing store (or a
     server) is opened and checked now; a SQLite file that does not exist yet is created only
@@ -118,8 +110,10 @@ def open_store_later(url: str | None) -> Callable[[], Store]:
 
 
 def history_store(url: str | None) -> Store | None:
-    """The store a forecast reads history from, None where it certainly holds none
-    (:func:`jobcast.service.stores.history_store`); fails as :func:`open_store` does."""
+    """The store a forecast reads history from, None where it certainly holds none, so the
+    forecaster builds only the routes that need no history and the command loads neither
+    SQLAlchemy nor pandas (:func:`jobcast.service.stores.history_store`); fails as
+    :func:`open_store` does."""
     from jobcast.service import stores
 
     try:
