@@ -56,6 +56,13 @@ from layerwise.pricing import (  # noqa: F401  (rough_ms, ROUGH_INTERVAL: re-exp
     price_rows,
     rough_ms,
 )
+from layerwise.residual import (
+    FEATURES,
+    correction,
+    features,
+    is_half,
+    network_key,
+)
 
 COMPOSITION_FILE = "composition.json"
 
@@ -92,11 +99,14 @@ class Composition(BaseEstimator):
     """
 
     def __init__(self, coverage: float = 0.9, overlap_p: float = 0.0,
-                 subtract_floor: bool = False, year_kernel: bool = False):
+                 subtract_floor: bool = False, year_kernel: bool = False,
+                 residual_alpha: float | None = None, residual_shrink: float = 1.0):
         self.coverage = coverage
         self.overlap_p = overlap_p
         self.subtract_floor = subtract_floor
         self.year_kernel = year_kernel
+        self.residual_alpha = residual_alpha
+        self.residual_shrink = residual_shrink
 
     def _doc(self, theta: np.ndarray, classes: list[str]) -> dict[str, Any]:
         n = len(classes)
@@ -133,13 +143,34 @@ class Composition(BaseEstimator):
         self.scale_ = {k_: float(v) for k_, v in doc["scale"].items()}
         self.kernel_ms_, self.step_ms_ = float(doc["kernel_ms"]), float(doc["step_ms"])
         self.year_coef_ = float(doc["year_coef"])
-        resid = (np.asarray(residuals, float) if residuals is not None
-                 else np.log(y) - np.log(model(fit.x)))
+        own = np.log(y) - np.log(model(fit.x))
+        self.residual_ = None
+        if self.residual_alpha is not None:
+            feats = frame_features(X)
+            res = NetworkResidual(self.residual_alpha, self.residual_shrink).fit(
+                feats, own, X["network"].astype(str).to_numpy(),
+                X["precision"].map(is_half).to_numpy(bool),
+                X["chip"].astype(str).to_numpy() if "chip" in X.columns else None)
+            self.residual_ = res.to_dict()
+            own = own - np.log(self.corrections(X)[0])
+        resid = np.asarray(residuals, float) if residuals is not None else own
         alpha = (1.0 - self.coverage) / 2.0
         self.log_low_ = min(float(np.quantile(resid, alpha)), 0.0)
         self.log_high_ = max(float(np.quantile(resid, 1.0 - alpha)), 0.0)
         self.n_fit_ = int(len(y))
         return self
+
+    def corrections(self, X: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+        """Per row of ``X`` (``fit``'s columns): the residual's factor and source
+        (:func:`layerwise.residual.correction`; 1.0 and ``none`` without a residual)."""
+        doc = getattr(self, "residual_", None)
+        if not doc:
+            return np.ones(len(X)), ["none"] * len(X)
+        feats = frame_features(X)
+        half = X["precision"].map(is_half).to_numpy(bool)
+        out = [correction(doc, f, str(n), bool(h))
+               for f, n, h in zip(feats, X["network"], half, strict=True)]
+        return np.array([o[0] for o in out]), [o[1] for o in out]
 
     def scale_for(self, pclass: str) -> float:
         """The layer-sum scale of a precision class (fp32's for an unknown class)."""
@@ -159,7 +190,8 @@ class Composition(BaseEstimator):
                 "n_fit": self.n_fit_, "overlap_p": float(self.overlap_p),
                 "subtract_floor": bool(self.subtract_floor),
                 "year_kernel": bool(self.year_kernel),
-                "year_coef": float(getattr(self, "year_coef_", 0.0))}
+                "year_coef": float(getattr(self, "year_coef_", 0.0)),
+                **({"residual": self.residual_} if getattr(self, "residual_", None) else {})}
 
     def save(self, directory: str | Path) -> Path:
         """Write ``composition.json`` into ``directory``; returns the file."""
@@ -179,6 +211,9 @@ class Composition(BaseEstimator):
         comp.year_coef_ = float(doc.get("year_coef", 0.0) or 0.0)
         comp.log_low_, comp.log_high_ = float(doc["log_low"]), float(doc["log_high"])
         comp.n_fit_ = int(doc.get("n_fit", 0))
+        comp.residual_ = doc.get("residual") or None
+        if comp.residual_ and len(comp.residual_.get("coef", ())) != len(FEATURES):
+            raise KeyError("residual: its coefficients do not match the features")
         return comp
 
     @classmethod
@@ -198,6 +233,59 @@ class Composition(BaseEstimator):
         """No fitted overheads: the plain sum, interval = the layer intervals' sum."""
         return cls.from_dict({"scale": {"fp32": 1.0, "tensor": 1.0}, "kernel_ms": 0.0,
                               "step_ms": 0.0, "log_low": 0.0, "log_high": 0.0})
+
+
+def frame_features(X: pd.DataFrame) -> np.ndarray:
+    """:func:`layerwise.residual.features` of each row of a whole-network frame (columns
+    ``kind_ms``: a dict of priced ms per layer kind, ``kernels``, ``precision``,
+    ``precision_class``, ``batch_per_gpu``)."""
+    rows = [features(dict(r.kind_ms), float(r.kernels), is_half(str(r.precision)),
+                     str(r.precision_class) == "tensor", int(r.batch_per_gpu))
+            for r in X.itertuples(index=False)]
+    return np.array(rows, float).reshape(len(rows), len(FEATURES))
+
+
+class NetworkResidual(BaseEstimator):
+    """The whole-network residual's fit (:mod:`layerwise.residual`'s rules): ridge of the log
+    residuals on the standardised features (``alpha``), then each (network, half) key's mean
+    leftover, one vote per GPU, shrunk by ``n / (n + shrink)``. ``to_dict`` is what
+    :func:`layerwise.residual.correction` reads."""
+
+    def __init__(self, alpha: float = 100.0, shrink: float = 1.0):
+        self.alpha = alpha
+        self.shrink = shrink
+
+    def fit(self, X: np.ndarray, r: np.ndarray, networks: np.ndarray, half: np.ndarray,
+            gpus: np.ndarray | None = None) -> NetworkResidual:
+        """Fit on features ``X`` (rows x :data:`FEATURES`), log residuals ``r``, each row's
+        network, half flag and GPU (None: each row its own vote); returns ``self``."""
+        X, r = np.asarray(X, float), np.asarray(r, float)
+        self.mean_ = X.mean(axis=0)
+        sd = X.std(axis=0)
+        self.scale_ = np.where(sd > 1e-12, sd, 1.0)
+        Z = (X - self.mean_) / self.scale_
+        self.intercept_ = float(r.mean())
+        gram = Z.T @ Z + float(self.alpha) * np.eye(Z.shape[1])
+        self.coef_ = np.linalg.solve(gram, Z.T @ (r - self.intercept_))
+        left = r - self.intercept_ - Z @ self.coef_
+        gpus = np.arange(len(r)).astype(str) if gpus is None else np.asarray(gpus)
+        frame = pd.DataFrame({"key": [network_key(str(n), bool(h))
+                                      for n, h in zip(networks, half, strict=True)],
+                              "gpu": gpus, "left": left})
+        votes = frame.groupby(["key", "gpu"])["left"].mean().groupby(level=0)
+        self.networks_ = {str(k): (float(m * n / (n + float(self.shrink))), int(n))
+                          for k, m, n in zip(votes.mean().index, votes.mean(), votes.size(),
+                                             strict=True)}
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form: features, mean, scale, coef, intercept, alpha, shrink, networks
+        (key -> [log effect, GPUs])."""
+        return {"features": list(FEATURES), "mean": self.mean_.tolist(),
+                "scale": self.scale_.tolist(), "coef": self.coef_.tolist(),
+                "intercept": self.intercept_, "alpha": float(self.alpha),
+                "shrink": float(self.shrink),
+                "networks": {k: [v[0], v[1]] for k, v in sorted(self.networks_.items())}}
 
 
 def composition_for(predictor: Any, framework: str) -> Composition:

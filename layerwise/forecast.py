@@ -54,6 +54,7 @@ from layerwise.kinds.mapping import plane_params
 from layerwise.layers import all_columns, get_layer
 from layerwise.network import Network, NetworkSpecError, decompose
 from layerwise.pricing import ROUGH_INTERVAL, rough_ms, step_result
+from layerwise.residual import for_step as residual_for_step
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -229,17 +230,23 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
     comp = composition_for(predictor, framework)
     pclass = run_class(run, hw, net.rows)
     floor = float(layers["floor_ms"].sum())
+    kernels = int(layers["kernels"].sum()) + cast_launches(run, net.rows, training)
     ms, low, high = comp.step(float(layers["ms"].sum()), float(layers["low_ms"].sum()),
-                              float(layers["high_ms"].sum()),
-                              int(layers["kernels"].sum()) + cast_launches(run, net.rows, training),
-                              pclass, floor, year_offset(hw))
+                              float(layers["high_ms"].sum()), kernels, pclass, floor,
+                              year_offset(hw))
+    factor, source, gpus = residual_for_step(
+        getattr(comp, "residual_", None), layers.to_dict("records"),
+        kernels=kernels, request=run.request,
+        pclass=pclass, batch=int(net.batch_size), network=net.name)
+    ms, low, high = ms * factor, low * factor, high * factor
     cut = layers["floor_ms"] if comp.subtract_floor else 0.0
     for col in ("ms", "low_ms", "high_ms"):
-        layers[col] = (layers[col] - cut).clip(lower=0.0) * comp.scale_for(pclass)
+        layers[col] = (layers[col] - cut).clip(lower=0.0) * comp.scale_for(pclass) * factor
     overhead = ms - float(layers["ms"].sum())
     return step_result(net, hw, run, optimizer=optimizer, framework=framework, pclass=pclass,
                        step=(ms, low, high), overhead=overhead,
-                       host_overhead_ms=host_overhead_ms, layers=layers.to_dict("records"))
+                       host_overhead_ms=host_overhead_ms, layers=layers.to_dict("records"),
+                       residual=(factor, source, gpus))
 
 
 def _price_layers(net: Network, predictor: Any, known: set[str], hw: dict, training: bool,

@@ -37,6 +37,7 @@ from layerwise.as_run import (
     floor_queries,
 )
 from layerwise.layers import LAYER_TYPES
+from layerwise.residual import describe
 from layerwise.roofline import family_of
 
 ROUGH_INTERVAL = (0.3, 3.0)
@@ -184,11 +185,14 @@ def step_warnings(net: Any, layers: list[dict], run: RunPrecision) -> list[str]:
 
 def step_result(net: Any, hw: Mapping, run: RunPrecision, *, optimizer: str, framework: str,
                 pclass: str, step: tuple[float, float, float], overhead: float,
-                host_overhead_ms: float, layers: list[dict]) -> dict:
+                host_overhead_ms: float, layers: list[dict],
+                residual: tuple[float, str, int] = (1.0, "none", 0)) -> dict:
     """One priced step as both forecast paths return it: ``step`` is (ms, low, high) of the
-    composed step, ``layers`` the priced entries as records."""
+    composed step, ``layers`` the priced entries as records, ``residual`` the whole-network
+    residual's (factor, source, GPUs) already in ``step`` (:mod:`layerwise.residual`)."""
     ms, low, high = step
     host = float(host_overhead_ms)
+    factor, source, gpus = residual
     return {
         "network": net.name, "gpu": hw["gpu"], "hw_kind": hw["hw_kind"],
         "batch_size": int(net.batch_size), "optimizer": optimizer, "precision": run.request,
@@ -201,5 +205,7 @@ def step_result(net: Any, hw: Mapping, run: RunPrecision, *, optimizer: str, fra
         "layers_count": len(layers), "extrapolated": any(e["extrapolated"] for e in layers),
         "unknown_layers": [r["name"] for r in net.rows if r["layer"] == "unknown"],
         "warnings": step_warnings(net, layers, run), "layers": layers,
+        "network_residual": {"factor": float(factor), "source": source, "gpus": int(gpus),
+                             "reason": describe(factor, source, net.name, gpus)},
     }
 

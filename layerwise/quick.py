@@ -53,6 +53,7 @@ from layerwise.pricing import (  # noqa: F401  (ROUGH_INTERVAL: re-exported)
     price_rows,
     step_result,
 )
+from layerwise.residual import for_step as residual_for_step
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "data" / "default_predictor"
 NETWORK_CACHE = 64  # (network, optimizer, framework) decompositions kept per process
@@ -241,10 +242,13 @@ def forecast_fast(network: Any, *, device: str, batch_size: int, optimizer: str 
     sums = (total_ms, total_low, total_high)
     comp = model.composition(framework)
     floor = math.fsum(e["floor_ms"] for e in layers)
-    ms, low, high, scale = step_ms(comp, sums, int(sum(e["kernels"] for e in layers))
-                                   + cast_launches(run, net.rows, training), pclass, floor,
-                                   year_offset(hw))
+    kernels = int(sum(e["kernels"] for e in layers)) + cast_launches(run, net.rows, training)
+    ms, low, high, scale = step_ms(comp, sums, kernels, pclass, floor, year_offset(hw))
     cut = bool(comp and comp.get("subtract_floor"))
+    factor, source, gpus = residual_for_step(
+        (comp or {}).get("residual"), layers, kernels=kernels,
+        request=run.request, pclass=pclass, batch=int(net.batch_size), network=net.name)
+    ms, low, high, scale = ms * factor, low * factor, high * factor, scale * factor
     for e in layers:
         f = e["floor_ms"] if cut else 0.0
         e["ms"], e["low_ms"], e["high_ms"] = (max(e[c] - f, 0.0) * scale
@@ -252,5 +256,6 @@ def forecast_fast(network: Any, *, device: str, batch_size: int, optimizer: str 
     overhead = ms - math.fsum(e["ms"] for e in layers)
     return {**step_result(net, hw, run, optimizer=optimizer, framework=framework,
                           pclass=pclass, step=(ms, low, high), overhead=overhead,
-                          host_overhead_ms=host_overhead_ms, layers=layers),
+                          host_overhead_ms=host_overhead_ms, layers=layers,
+                          residual=(factor, source, gpus)),
             "device": str(device)}

@@ -91,6 +91,9 @@ def layerwise_candidate(ask: Ask, f: Forecast) -> Candidate:
     reason = ("layerwise-calibrated: per-layer predictions scaled by observed runs "
               f"({level})" if calibrated else "layerwise: per-layer predictions composed into "
               "the network's step (no history of this job)")
+    residual = (f.details.get("network_residual") or {}).get("reason")
+    if residual:
+        reason += f"; {residual}"
     f = f.with_details(chosen=reason)
     cand = Candidate(f, relation, own_scale(f.seconds, f.low, f.high), reason)
     return to_job(cand, ask, None) if ask.target == "job" else cand

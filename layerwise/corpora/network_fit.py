@@ -81,7 +81,8 @@ def lambda_targets(root: Path, gpu_count: int = 1) -> pd.DataFrame:
 
 def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
                  framework: str = "tensorflow") -> pd.DataFrame:
-    """Targets plus sum_ms, low_ms, high_ms, floor_ms, memory_ms, kernels, precision_class,
+    """Targets plus sum_ms, low_ms, high_ms, floor_ms, memory_ms, kind_ms (a dict: priced ms
+    per layer kind), kernels, precision_class,
     roofline_ms, assumed (the precision as run) and year (the GPU's release year - 2019,
     :func:`layerwise.as_run.year_offset`) per row.
 
@@ -123,6 +124,7 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
                         "floor_ms": layers["floor_ms"].sum(),
                         "memory_ms": layers.loc[memory, "ms"].sum(),
                         "high_ms": layers["high_ms"].sum(),
+                        "kind_ms": layers.groupby("layer")["ms"].sum().to_dict(),
                         "kernels": int(layers["kernels"].sum()) + cast_launches(
                             run, rows, True, bool(getattr(t, "casts_in_layers",
                                                           CASTS_IN_LAYER_PRICES))),
@@ -165,9 +167,10 @@ def _predict(comp: Composition, part: pd.DataFrame) -> np.ndarray:
     floor = part["floor_ms"].to_numpy(float) if "floor_ms" in part.columns else \
         np.zeros(len(part))
     year = part["year"].to_numpy(float) if "year" in part.columns else np.zeros(len(part))
-    return np.array([comp.step(r.sum_ms, r.low_ms, r.high_ms, int(r.kernels), r.precision_class,
-                               f, y) for r, f, y in zip(part.itertuples(), floor, year,
-                                                        strict=True)]) + extra[:, None]
+    steps = np.array([comp.step(r.sum_ms, r.low_ms, r.high_ms, int(r.kernels),
+                                r.precision_class, f, y)
+                      for r, f, y in zip(part.itertuples(), floor, year, strict=True)])
+    return steps * comp.corrections(part)[0][:, None] + extra[:, None]
 
 
 def inner_residuals(sums: pd.DataFrame, by: str, form: Mapping[str, Any] | None = None,
@@ -252,8 +255,10 @@ def naive_nearest_gpu(sums: pd.DataFrame, by: str = "chip") -> np.ndarray:
 # chosen by benchmarks/layerwise_networks_v3.py after seeing its figures
 # (docs/layerwise-pytorch.md)
 SHIPPED_FORMS: dict[str, dict[str, Any]] = {
-    "tensorflow": {"overlap_p": 0.0, "subtract_floor": True},
-    "pytorch": {"overlap_p": 4.0, "subtract_floor": True, "year_kernel": True},
+    "tensorflow": {"overlap_p": 0.0, "subtract_floor": True, "residual_alpha": 100.0,
+                   "residual_shrink": 1.0},
+    "pytorch": {"overlap_p": 4.0, "subtract_floor": True, "year_kernel": True,
+                "residual_alpha": 100.0, "residual_shrink": 1.0},
 }
 
 

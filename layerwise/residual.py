@@ -1,0 +1,121 @@
+"""The whole-network residual: what the composed step still misses, learned on whole networks.
+
+The composition (:mod:`layerwise.compose`) turns the layer sums into a step with a handful of
+constants per framework. What it leaves is network-shaped: the layer predictor prices some
+kinds too high or too low *inside* networks (e.g. PyTorch batch norm: vgg16_bn minus vgg16 is
+measured 2-5x its priced cost on every GPU of ``torchvision_bench`` and the H100, while
+convolutions are priced high), and some networks carry their own error on every GPU. The
+residual corrects the step by a factor ``exp(c)``, ``c`` in log time. Rules:
+
+* **Features** (:func:`features`, in :data:`FEATURES` order; all known before the run): the
+  share of the priced layer time (as priced, before the composition) by kind group
+  (:data:`GROUPS`), log(kernels / priced ms),
+  whether the request is half precision and whether the class is ``tensor``, the half
+  request's share of convolutions, norms, elementwise and depthwise layers, log(batch).
+  No GPU feature: a GPU left out is answered from the layer predictor and the composition.
+* **Fixed part**: ridge regression of the composition's log residuals (measured / composed)
+  on the standardised features (``alpha``; closed form, numpy only).
+* **Network part**: per (network, half or not), the mean of the residuals the fixed part
+  leaves, first averaged per GPU (each GPU one vote), shrunk by ``n / (n + shrink)`` with
+  ``n`` the GPUs: a network the whole-network benchmarks measured on other GPUs carries its
+  own error to a new one. A network never measured (a user's own model, or one left out)
+  gets none; the answer says which applied (:func:`correction`).
+* ``c`` is clipped to +-:data:`MAX_LOG` (a factor of at most 2 either way).
+* The saved form is a plain dict (in the composition's JSON, key ``residual``) read by
+  :func:`correction` with ``math`` only: both forecast paths apply it without scikit-learn.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "conv": ("conv",), "dwconv": ("dwconv",), "dense": ("dense",), "norm": ("bn", "ln"),
+    "elementwise": ("act", "add", "concat", "dropout"), "pool": ("pool",),
+    "other": ("unknown",),
+}
+HALF_SHARES = ("conv", "norm", "elementwise", "dwconv")
+FEATURES: tuple[str, ...] = (*GROUPS, "log_kernels_per_ms", "half", "tensor",
+                             *(f"half_{g}" for g in HALF_SHARES), "log_batch")
+MAX_LOG = math.log(2.0)
+HALF = ("fp16", "bf16", "fp16-pure")
+
+
+def kind_ms(entries: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Priced ms per layer kind of a step's entries, as priced (floors included, before the
+    composition's scale)."""
+    out: dict[str, float] = {}
+    for e in entries:
+        out[str(e["layer"])] = out.get(str(e["layer"]), 0.0) + max(float(e["ms"]), 0.0)
+    return out
+
+
+def is_half(request: str) -> bool:
+    """Whether a precision request is a half one (the network part's key)."""
+    return str(request).lower() in HALF
+
+
+def features(ms_by_kind: Mapping[str, float], kernels: float, half: bool, tensor: bool,
+             batch: int) -> list[float]:
+    """The feature vector of one step (:data:`FEATURES` order; module rules)."""
+    total = max(math.fsum(float(v) for v in ms_by_kind.values()), 1e-9)
+    share = {g: math.fsum(float(ms_by_kind.get(k, 0.0)) for k in kinds) / total
+             for g, kinds in GROUPS.items()}
+    h = 1.0 if half else 0.0
+    return [*(share[g] for g in GROUPS), math.log(max(float(kernels), 1.0) / total), h,
+            1.0 if tensor else 0.0, *(h * share[g] for g in HALF_SHARES),
+            math.log(max(int(batch), 1))]
+
+
+def network_key(network: str, half: bool) -> str:
+    """The network part's key: ``<network>|half`` or ``<network>|full``."""
+    return f"{network}|{'half' if half else 'full'}"
+
+
+def correction(doc: Mapping[str, Any] | None, x: Sequence[float], network: str | None,
+               half: bool) -> tuple[float, str]:
+    """(factor, source) of a step with features ``x``: ``source`` is ``none`` (no residual
+    saved), ``shape`` (the fixed part only) or ``network`` (this network's own residual
+    from the whole-network benchmarks too)."""
+    if not doc:
+        return 1.0, "none"
+    mean, scale, coef = doc["mean"], doc["scale"], doc["coef"]
+    c = float(doc["intercept"]) + math.fsum(
+        float(w) * (float(v) - float(m)) / float(s)
+        for w, v, m, s in zip(coef, x, mean, scale, strict=True))
+    source = "shape"
+    effect = (doc.get("networks") or {}).get(network_key(str(network), half)) \
+        if network else None
+    if effect is not None:
+        c += float(effect[0])
+        source = "network"
+    c = min(max(c, -MAX_LOG), MAX_LOG)
+    return math.exp(c), source
+
+
+def describe(factor: float, source: str, network: str | None, gpus: int = 0) -> str | None:
+    """The answer's sentence about the residual (None when none applied); ``gpus``: how many
+    GPUs' whole-network benchmarks of this network it learned from."""
+    if source == "none":
+        return None
+    what = (f"{network}'s own whole-network benchmarks ({gpus} GPU"
+            f"{'' if gpus == 1 else 's'}) and the layer mix" if source == "network"
+            else "the layer mix (no whole-network benchmark of this network)")
+    return f"whole-network residual x{factor:.3f}, learned from {what}"
+
+
+def for_step(doc: Mapping[str, Any] | None, entries: Iterable[Mapping[str, Any]], *,
+             kernels: int, request: str, pclass: str, batch: int,
+             network: str | None) -> tuple[float, str, int]:
+    """(factor, source, GPUs) of one priced step (both forecast paths): the raw priced
+    ``entries`` (before the composition's scale), the step's kernels, precision request and
+    class; GPUs: how many measured the network (0 unless ``source`` is ``network``)."""
+    if not doc:
+        return 1.0, "none", 0
+    half = is_half(request)
+    x = features(kind_ms(entries), kernels, half, pclass == "tensor", batch)
+    factor, source = correction(doc, x, network, half)
+    effect = (doc.get("networks") or {}).get(network_key(str(network), half))
+    return factor, source, int(effect[1]) if source == "network" and effect else 0
