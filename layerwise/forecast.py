@@ -237,7 +237,8 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
     factor, source, gpus = residual_for_step(
         getattr(comp, "residual_", None), layers.to_dict("records"),
         kernels=kernels, request=run.request,
-        pclass=pclass, batch=int(net.batch_size), network=net.name)
+        pclass=pclass, batch=int(net.batch_size), network=net.name,
+        on_gpu=hw.get("hw_kind") != "cpu")
     ms, low, high = ms * factor, low * factor, high * factor
     cut = layers["floor_ms"] if comp.subtract_floor else 0.0
     for col in ("ms", "low_ms", "high_ms"):

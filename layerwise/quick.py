@@ -247,7 +247,8 @@ def forecast_fast(network: Any, *, device: str, batch_size: int, optimizer: str 
     cut = bool(comp and comp.get("subtract_floor"))
     factor, source, gpus = residual_for_step(
         (comp or {}).get("residual"), layers, kernels=kernels,
-        request=run.request, pclass=pclass, batch=int(net.batch_size), network=net.name)
+        request=run.request, pclass=pclass, batch=int(net.batch_size), network=net.name,
+        on_gpu=hw.get("hw_kind") != "cpu")
     ms, low, high, scale = ms * factor, low * factor, high * factor, scale * factor
     for e in layers:
         f = e["floor_ms"] if cut else 0.0

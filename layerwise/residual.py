@@ -107,15 +107,18 @@ def describe(factor: float, source: str, network: str | None, gpus: int = 0) -> 
 
 
 def for_step(doc: Mapping[str, Any] | None, entries: Iterable[Mapping[str, Any]], *,
-             kernels: int, request: str, pclass: str, batch: int,
-             network: str | None) -> tuple[float, str, int]:
+             kernels: int, request: str, pclass: str, batch: int, network: str | None,
+             on_gpu: bool = True) -> tuple[float, str, int]:
     """(factor, source, GPUs) of one priced step (both forecast paths): the raw priced
     ``entries`` (before the composition's scale), the step's kernels, precision request and
-    class; GPUs: how many measured the network (0 unless ``source`` is ``network``)."""
-    if not doc:
+    class; GPUs: how many measured the network (0 unless ``source`` is ``network``). Learned
+    on GPU steps only: a step on a CPU (``on_gpu`` False), or one with nothing priced, gets
+    none."""
+    by_kind = kind_ms(entries)
+    if not doc or not on_gpu or math.fsum(by_kind.values()) <= 0.0:
         return 1.0, "none", 0
     half = is_half(request)
-    x = features(kind_ms(entries), kernels, half, pclass == "tensor", batch)
+    x = features(by_kind, kernels, half, pclass == "tensor", batch)
     factor, source = correction(doc, x, network, half)
     effect = (doc.get("networks") or {}).get(network_key(str(network), half))
     return factor, source, int(effect[1]) if source == "network" and effect else 0

@@ -118,3 +118,13 @@ def test_a_forecast_says_which_residual_it_applied():
     # the layers' times and the step overhead add up to the corrected step
     layers = sum(e["ms"] for e in out["layers"])
     assert (layers + out["step_overhead_ms"]) / 1000.0 == pytest.approx(out["batch_seconds"])
+
+
+def test_a_cpu_step_gets_no_residual_learned_on_gpus():
+    out = forecast_network("resnet18", device="cpu", batch_size=4, optimizer="momentum",
+                           precision="fp32", framework="pytorch")
+    assert out["network_residual"] == {"factor": 1.0, "source": "none", "gpus": 0,
+                                       "reason": None}
+    gpu = forecast_network("resnet18", device="NVIDIA A100-SXM4-40GB", batch_size=4,
+                           optimizer="momentum", precision="fp32", framework="pytorch")
+    assert gpu["network_residual"]["source"] == "network"
