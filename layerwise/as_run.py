@@ -424,10 +424,12 @@ def floor_queries(rows: list[dict], plan: list, queries: list[dict], training: b
     out: dict[tuple[str, str], int] = {}
     for i, method, _, train in plan:
         kind = rows[i]["layer"]
-        if method != "predictor" or (kind, "none") in out:
+        if method != "predictor":
             continue
         passes = ("none", optimizer) if training and train is not None else ("none",)
         for opt in passes:
+            if (kind, opt) in out:  # a kind's frozen rows ask no training step (pricing)
+                continue
             minimal = get_layer(kind).minimal_row(opt)
             out[(kind, opt)] = len(queries)
             at = precision.for_kind(kind) if isinstance(precision, RunPrecision) else precision

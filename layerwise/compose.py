@@ -260,6 +260,7 @@ class NetworkResidual(BaseEstimator):
         """Fit on features ``X`` (rows x :data:`FEATURES`), log residuals ``r``, each row's
         network, half flag and GPU (None: each row its own vote); returns ``self``."""
         X, r = np.asarray(X, float), np.asarray(r, float)
+        self.low_, self.high_ = X.min(axis=0), X.max(axis=0)
         self.mean_ = X.mean(axis=0)
         sd = X.std(axis=0)
         self.scale_ = np.where(sd > 1e-12, sd, 1.0)
@@ -279,10 +280,11 @@ class NetworkResidual(BaseEstimator):
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        """The saved form: features, mean, scale, coef, intercept, alpha, shrink, networks
-        (key -> [log effect, GPUs])."""
+        """The saved form: features, mean, scale, coef, the fitted range (low, high),
+        intercept, alpha, shrink, networks (key -> [log effect, GPUs])."""
         return {"features": list(FEATURES), "mean": self.mean_.tolist(),
                 "scale": self.scale_.tolist(), "coef": self.coef_.tolist(),
+                "low": self.low_.tolist(), "high": self.high_.tolist(),
                 "intercept": self.intercept_, "alpha": float(self.alpha),
                 "shrink": float(self.shrink),
                 "networks": {k: [v[0], v[1]] for k, v in sorted(self.networks_.items())}}

@@ -9,6 +9,13 @@ backward ratios and the kernels are stated in :mod:`layerwise.compose`):
   step, a training-step query; a ``view`` row costs nothing; a kind the predictor does not
   know is priced by :func:`rough_ms` and flagged. Each priced kind also asks its smallest
   configuration (its per-call floor, :func:`layerwise.as_run.floor_queries`).
+* **Frozen rows** (:func:`trains`): a row no gradient reaches in a training step (the trace's
+  ``frozen``: neither its inputs nor its parameters need one, e.g. a detection model's box
+  coder and loss targets, or the frozen stem of its backbone) runs its forward pass only:
+  autograd records no backward for it. It is priced as in a forward pass (its forward
+  query, one kernel, the forward floor). Rows without the key train as before. Written on
+  2026-11-26 after seeing the H100 detection steps (``docs/layerwise-pytorch.md`` section 6);
+  no fitted constant.
 * **One prediction per distinct query**: repeated blocks ask the same rows many times; a
   query's identity is its keys and values (queries of one kind share their key order).
 * **Half layers' ceiling** (:meth:`layerwise.as_run.RunPrecision.ceiling_for`): such a row
@@ -72,9 +79,16 @@ def layer_query(row: Mapping, optimizer: str, precision: str | RunPrecision, fra
     return q
 
 
+def trains(row: Mapping, training: bool) -> bool:
+    """Whether a row runs a backward pass in this step: a training step, and the row is not
+    frozen (module rules)."""
+    return bool(training) and not row.get("frozen", False)
+
+
 def layer_entry(row: Mapping, method: str, fwd: int | None, train: int | None,
                 cols: Mapping[str, np.ndarray], training: bool, hw: Mapping) -> dict:
     """One row's entry (ms, interval, kernels, flags) from the predictions ``cols``."""
+    training = trains(row, training)
     entry = {"name": row["name"], "layer": row["layer"], "keras_class": row["keras_class"],
              "method": method, "flops": float(row["flops"]),
              "params": int(row.get("params", 0) or 0), "ms": 0.0, "low_ms": 0.0,
@@ -111,7 +125,7 @@ def _ask(queries: list[dict], row: Mapping, precision: str | RunPrecision, frame
     training-step query; their indices."""
     fwd = len(queries)
     queries.append(layer_query(row, "none", precision, framework, hw))
-    if not (training and family_of(row["layer"]) == "gemm"):
+    if not (trains(row, training) and family_of(row["layer"]) == "gemm"):
         return fwd, None
     queries.append(layer_query(row, optimizer, precision, framework, hw))
     return fwd, fwd + 1
@@ -153,7 +167,8 @@ def price_rows(rows: list[dict], known: Any, predict: Predict, hw: Mapping,
         entry = layer_entry(rows[i], method, fwd, train, cols, training, hw)
         if method == "predictor":
             entry["floor_ms"] = min(entry["low_ms"], entry_floor(
-                rows[i], training, train is not None, optimizer, cols["predicted_ms"], floors))
+                rows[i], trains(rows[i], training), train is not None, optimizer,
+                cols["predicted_ms"], floors))
         if i in bounds:  # the floor stays the half kind's
             ref = layer_entry(rows[i], method, *bounds[i], cols, training, hw)
             entry.update({c: min(entry[c], ref[c]) for c in ("ms", "low_ms", "high_ms")})

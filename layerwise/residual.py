@@ -20,6 +20,12 @@ residual corrects the step by a factor ``exp(c)``, ``c`` in log time. Rules:
   ``n`` the GPUs: a network the whole-network benchmarks measured on other GPUs carries its
   own error to a new one. A network never measured (a user's own model, or one left out)
   gets none; the answer says which applied (:func:`correction`).
+* **No extrapolation of the fixed part**: each feature is first clipped to the range the
+  fit saw (``low``, ``high`` in the saved form), so a network unlike any benchmarked one
+  (a detection model, mostly ops with no kind and no gradient) gets at most the correction of
+  the nearest benchmarked mix. Chosen on 2026-11-26 after seeing the H100 detection steps
+  (``docs/layerwise-pytorch.md`` section 6), where the unclipped linear part drove the factor
+  to its bound.
 * ``c`` is clipped to +-:data:`MAX_LOG` (a factor of at most 2 either way).
 * The saved form is a plain dict (in the composition's JSON, key ``residual``) read by
   :func:`correction` with ``math`` only: both forecast paths apply it without scikit-learn.
@@ -82,6 +88,10 @@ def correction(doc: Mapping[str, Any] | None, x: Sequence[float], network: str |
     if not doc:
         return 1.0, "none"
     mean, scale, coef = doc["mean"], doc["scale"], doc["coef"]
+    low, high = doc.get("low"), doc.get("high")
+    if low is not None and high is not None:
+        x = [min(max(float(v), float(lo)), float(hi))
+             for v, lo, hi in zip(x, low, high, strict=True)]
     c = float(doc["intercept"]) + math.fsum(
         float(w) * (float(v) - float(m)) / float(s)
         for w, v, m, s in zip(coef, x, mean, scale, strict=True))

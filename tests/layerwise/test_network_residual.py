@@ -128,3 +128,37 @@ def test_a_cpu_step_gets_no_residual_learned_on_gpus():
     gpu = forecast_network("resnet18", device="NVIDIA A100-SXM4-40GB", batch_size=4,
                            optimizer="momentum", precision="fp32", framework="pytorch")
     assert gpu["network_residual"]["source"] == "network"
+
+
+def test_a_feature_outside_the_fitted_range_is_clipped_to_it():
+    X, r, names, gpus, _ = _planted(np.random.default_rng(3))
+    doc = NetworkResidual(alpha=1e-6).fit(X, r, names, np.zeros(len(r), bool), gpus).to_dict()
+    far = features({"conv": 1.0}, 100, False, True, 32)      # conv share 1.0: never fitted
+    edge = features({"conv": max(doc["high"][0], 0.0), "bn": 1.0 - doc["high"][0]},
+                    100, False, True, 32)
+    assert far[0] > doc["high"][0]
+    assert correction(doc, far, None, False) == pytest.approx(correction(doc, edge, None, False))
+
+
+def _frozen_row(name="retinanet_resnet50_fpn"):
+    from layerwise.network import decompose
+
+    rows = decompose(name, batch_size=8, optimizer="momentum", framework="pytorch").rows
+    return next(r for r in rows if r.get("frozen") and r["layer"] == "conv")
+
+
+def test_a_frozen_row_costs_its_forward_pass_only_in_a_training_step():
+    from layerwise import quick
+    from layerwise.forecast import device_features
+
+    model, hw = quick.shipped_model().arrays, device_features("NVIDIA H100 80GB HBM3")
+    row = _frozen_row()
+
+    def price(r, training):
+        return quick.price_entries([r], model, hw, "fp32", training, "momentum", "pytorch")[0]
+
+    frozen, forward = price(row, True), price(row, False)
+    trained = price({**row, "frozen": False}, True)
+    assert frozen["kernels"] == forward["kernels"] == 1 and trained["kernels"] > 1
+    assert frozen["ms"] == pytest.approx(forward["ms"]) and trained["ms"] > frozen["ms"]
+    assert frozen["floor_ms"] == pytest.approx(forward["floor_ms"])
