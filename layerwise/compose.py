@@ -95,7 +95,13 @@ class Composition(BaseEstimator):
     class for all layers: a separate memory-bound scale was tried and fitted to zero
     (memory-bound layers free), which is not physical, so it was dropped. ``coverage``: the
     interval from the log residuals (``residuals`` given to ``fit``, e.g. leave-one-GPU-out
-    ones, take precedence).
+    ones, take precedence). ``residual_alpha`` (None: no residual) and ``residual_shrink``:
+    the whole-network residual's :class:`NetworkResidual` parameters; X then also needs
+    ``kind_ms``, ``precision``, ``batch_per_gpu``, ``network`` and optionally ``chip``
+    (one vote per GPU), as :func:`layerwise.corpora.network_fit.network_sums` gives them.
+    Separate kind-group scales were tried again with the residual (issue 23): batch norm
+    fits at 4-5x the convolutions' scale, but leaving a GPU out got worse, so the residual
+    carries the layer mix instead.
     """
 
     def __init__(self, coverage: float = 0.9, overlap_p: float = 0.0,
