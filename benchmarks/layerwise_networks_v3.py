@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 import warnings
@@ -62,6 +63,13 @@ FORMS = {  # the grid, declared before any figure was seen
     "overlap-floor-year-residual": {"overlap_p": 4.0, "subtract_floor": True,
                                     "year_kernel": True, "residual_alpha": 100.0,
                                     "residual_shrink": 1.0},
+    # added the same day after seeing the one-family-out split: a stiffer ridge (alpha 1000)
+    # keeps PyTorch's fixed part from hurting new architectures; alpha 300 was tried too
+    "additive-floor-residual-a1000": {"overlap_p": 0.0, "subtract_floor": True,
+                                      "residual_alpha": 1000.0, "residual_shrink": 1.0},
+    "overlap-floor-year-residual-a1000": {"overlap_p": 4.0, "subtract_floor": True,
+                                          "year_kernel": True, "residual_alpha": 1000.0,
+                                          "residual_shrink": 1.0},
 }
 HALF = ("fp16", "bf16", "fp16-pure")
 DOC = ROOT / "docs" / "layerwise-pytorch.md"
@@ -83,10 +91,26 @@ def score(frame: pd.DataFrame, pred: np.ndarray, covered: np.ndarray | None = No
     return out
 
 
+SPLITS = (("chip", "one GPU out"), ("network", "one network out"),
+          ("family", "one family out"))
+# the form is chosen on the mean of the three splits (one family out added to the choice
+# on 2026-11-26, after seeing it: with the two others only, PyTorch's fixed part at alpha
+# 100 won though it made new architectures worse)
+CHOICE_SPLITS = ("one GPU out", "one network out", "one family out")
+
+
+def network_family(name: str) -> str:
+    """A zoo network's family: its name's leading letters (vgg16_bn -> vgg, resnext50_32x4d
+    -> resnext, wide_resnet50_2 -> wide_resnet); a family left out takes its siblings too."""
+    return re.match(r"(wide_)?[a-z]+", str(name)).group(0)
+
+
 def evaluate(sums: pd.DataFrame, name: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """Every form and naive rule, leaving one GPU (chip) and one network out."""
+    """Every form and naive rule, leaving one GPU (chip), one network and one network
+    family out (the last: how a new architecture, with no sibling benchmarked, fares)."""
     records, loos = [], {}
-    for by, split in (("chip", "one GPU out"), ("network", "one network out")):
+    sums = sums.assign(family=sums["network"].map(network_family))
+    for by, split in SPLITS:
         for form, params in FORMS.items():
             loo = leave_one_out(sums, by=by, form=params)
             loos[(form, by)] = loo
@@ -105,10 +129,12 @@ TIE = 0.05  # MAPE points: forms this close to the best tie (set 2026-11-26, aft
 
 
 def choose(table: pd.DataFrame) -> str:
-    """The form of lowest mean MAPE over the two splits; forms within :data:`TIE` of it tie,
+    """The form of lowest mean MAPE over :data:`CHOICE_SPLITS`; forms within :data:`TIE` of it
+    tie,
     and a tie goes to the simplest, the first in :data:`FORMS` (e.g. a launch term that
     fits to nothing, as for TensorFlow 1.15's graph mode, is not shipped)."""
-    comp = table[table["rule"].str.startswith("composition: ")]
+    comp = table[table["rule"].str.startswith("composition: ")
+                 & table["split"].isin(CHOICE_SPLITS)]
     mean = comp.assign(form=comp["rule"].str.split(": ").str[1]).groupby("form")["mape"].mean()
     return next(f for f in FORMS if f in mean.index and mean[f] <= mean.min() + TIE)
 
@@ -209,10 +235,10 @@ def write_doc(tables, choice, precision, tf_comp, pt_comp, det, per_gpu, per_net
         for fw, c in (("tensorflow", tf_comp), ("pytorch", pt_comp))])
     residuals = residual_table(tf_comp, pt_comp)
     text = [HEAD.format(n_lam=n_lam, n_pt=n_pt, skipped=", ".join(skipped) or "none"),
-            "## 1. Whole networks: one GPU out, one network out\n",
+            "## 1. Whole networks: one GPU out, one network out, one family out\n",
             "MAPE % (all rows, fp32-class rows, half-precision rows) and 90 % interval "
             "coverage; naive rules have no interval.\n", md(both), "",
-            f"Chosen forms (lowest mean MAPE of the two splits, ties within {TIE} points "
+            f"Chosen forms (lowest mean MAPE of the three splits, ties within {TIE} points "
             f"to the simplest): {choice}.\n",
             "## 2. PyTorch, one GPU out, per GPU, suite and precision (chosen form)\n",
             md(per_gpu), "", "## 3. PyTorch, one network out: the ten worst networks\n",
@@ -282,12 +308,12 @@ fit unchanged).
 READING = """## Reading (written after seeing the figures above)
 
 Choices made after seeing a figure, so none of the splits above is clean for them: the form
-of each framework's composition (the lowest mean of the two splits; forms within 0.05
+of each framework's composition (the lowest mean of the three splits; forms within 0.05
 points tie and the tie goes to the simplest), the launch term by year (section 7), the half
 rules (sections 7-9), the pricing of `none`-optimizer steps as `sgd`, and the whole-network
-residual with its alpha (100) and shrink (1), picked among alpha 1/10/100/1000 and shrink
-0-4 on these same splits. Every row is priced with the shipped rules of
-`layerwise.as_run.resolve` (the answer says what it assumed).
+residual with its alpha (100 for TensorFlow, 1000 for PyTorch) and shrink (1), picked
+among alpha 1/10/100/300/1000 and shrink 0-4 on these same splits. Every row is priced with
+the shipped rules of `layerwise.as_run.resolve` (the answer says what it assumed).
 
 - **The whole-network residual** (`layerwise.residual`, added 2026-11-26, fourth session)
   is what gained this time. The composition leaves a network-shaped error: inside networks
@@ -300,50 +326,59 @@ residual with its alpha (100) and shrink (1), picked among alpha 1/10/100/1000 a
   benchmarks on the other GPUs (one vote per GPU, shrunk by n / (n + 1)). A user's own
   model, or a network left out, gets the layer-mix part only; the answer's
   `network_residual` says which applied and by what factor (clipped to 2x either way).
-  - **TensorFlow (Lambda): 9.5 % one GPU out, 9.4 % one network out** (was 12.8 / 14.4 %),
-    coverage 0.98 / 0.98 (fp32 6.6 / 5.6 %, fp16 12.5 / 13.3 %): the 10 % goal is met on
-    both splits, on 50 steps.
-  - **PyTorch: 15.1 % one GPU out, 15.5 % one network out** (was 17.2 / 15.9 %), coverage
-    0.93 / 0.94; fp32 12.8 / 14.0 %, half 17.6 / 17.2 %. Not met.
+  - **TensorFlow (Lambda): 9.5 % one GPU out, 9.4 % one network out, 10.6 % one family
+    out** (was 12.8 / 14.4 / 16.0 %), coverage 0.98 on each (fp32 6.6 / 5.6 / 6.1 %, fp16
+    12.5 / 13.3 / 15.1 %): the 10 % goal is met on the issue's two splits, on 50 steps.
+  - **PyTorch: 15.3 % one GPU out, 15.5 % one network out, 17.0 % one family out** (was
+    17.2 / 15.9 / 16.9 %), coverage 0.92 / 0.95 / 0.95; fp32 13.1 / 14.0 / 16.1 %, half
+    17.9 / 17.2 / 18.1 %. Not met.
+  - **One family out** (added after the residual was first shipped, and then used in the
+    choice): a network whose siblings were never benchmarked either (vgg11 ... vgg19_bn
+    out together), the closest split to a user's own new architecture. With alpha 100,
+    PyTorch's layer-mix part made it worse (16.9 -> 18.1 %) while helping the other two
+    splits (15.1 / 15.5 %); alpha 1000 keeps most of that help and costs new families
+    0.1 point (17.0 %), so PyTorch ships alpha 1000 (mean of the three splits 15.9 against
+    16.2 %). For TensorFlow alpha 100 helps all three (16.0 -> 10.6 % one family out).
   - The shares are of the time as priced, floors included. Shares after the floors (the
-    composition's subtraction) were tried too (without the clipping below): PyTorch 15.3 /
-    15.0 % against 15.0 / 15.5 %, TensorFlow 9.7 / 9.4 % against 9.5 / 9.1 %; a wash, and
-    the simpler one ships.
+    composition's subtraction) were tried too (alpha 100, without the clipping below):
+    PyTorch 15.3 / 15.0 % against 15.0 / 15.5 %, TensorFlow 9.7 / 9.4 % against 9.5 /
+    9.1 %; a wash, and the simpler one ships.
   - Tried on the same splits and not shipped: a separate scale per kind group inside the
     composition (batch norm fits at 4-5x the convolutions' scale; one network out 15.9 ->
     14.0-15.0 % but one GPU out 17.2 -> 18.9-21.7 %: the older GPUs' kind scales do not
     carry to the H100); the network part alone (one GPU out 15.6 %) or the layer-mix part
     alone (16.1 %).
 - **What is left for PyTorch**, one GPU out (section 2):
-  - the H100's pure fp16 at batch 12 (28.8 %, priced 25 % too slow: the per-op H100 half
+  - the H100's pure fp16 at batch 12 (24.1 %, priced too slow: the per-op H100 half
     convolutions at small batch cost about what TF32 does, while whole networks run them
     0.6-0.9x the TF32 step);
-  - the RTX 2080 Ti (+15 % in both precisions): the Titan RTX, the same TU102 chip with
-    more SMs (72 against 68), more bandwidth (672 against 616 GB/s) and higher clocks, is
-    measured 11 % slower (median over the 32 networks, both precisions; 16 % on
-    ResNet-50 fp32). The difference is the benchmark systems', which nothing a request
-    holds can tell;
-  - the first H100 session's steps (`train-nobench`, 84 rows, 17-25 %): measured without
+  - the RTX 2080 Ti (15.2 % fp32, 19.7 % pure fp16, about +15 % in both): the Titan RTX,
+    the same TU102 chip with more SMs (72 against 68), more bandwidth (672 against
+    616 GB/s) and higher clocks, is measured 11 % slower (median over the 32 networks,
+    both precisions; 16 % on ResNet-50 fp32). The difference is the benchmark systems',
+    which nothing a request holds can tell;
+  - the first H100 session's steps (`train-nobench`, 84 rows, 18-25 %): measured without
     cuDNN autotuning, they are not monotone in the batch (resnet50 AMP: 33.4 ms at batch 32,
     25.3 ms at 64), so part of their error is the measurement's.
 - **fp32 as the framework runs it** (section 4): the H100's PyTorch fp32 training steps, one
-  network out, 30.2 % priced as strict FP32, 15.1 % priced as run (TF32 convolutions, FP32
-  matmuls); the A100 (PyTorch 1.7, TF32 for both) 23.6 -> 10.0 %. A PyTorch fp32 forecast
+  network out, 34.1 % priced as strict FP32, 16.2 % priced as run (TF32 convolutions, FP32
+  matmuls); the A100 (PyTorch 1.7, TF32 for both) 24.7 -> 9.7 %. A PyTorch fp32 forecast
   says which it priced (`precision_as_run`, a warning on Ampere and newer); `--precision
   fp32-strict` and `--precision tf32` ask the other two ways.
 - **Intervals**: the shipped bands come from GPUs left out inside the fit, after the
   residual (section 5's log_low / log_high).
-- **Detection (never fitted until this session; section 6)**: 22-59 % off (RetinaNet 36 %
-  too fast at fp32, 22 % under AMP; Faster R-CNN 40 / 34 % too fast; SSD300 43 / 59 % too
-  slow), from 48-309 % (SSD300 3.4-3.9x) before. Two rules did it, both written after
-  seeing these rows:
+- **Detection (never fitted until this session; section 6)**: 4-76 % off, mean 32 %
+  (RetinaNet 13 % too fast at fp32, 4 % too slow under AMP; Faster R-CNN 25 / 12 % too
+  fast; SSD300 61 / 76 % too slow), from 48-309 % (SSD300 3.7-4.1x; mean 152 %) at the
+  start of the session. Two rules did it, both written after seeing these rows:
   - **Frozen rows run forward only** (`layerwise.pricing.trains`): most of a detection
     step's rows are ops no gradient reaches (box coding, anchor matching, loss targets; the
     frozen stem of the backbone: 489 of SSD300's 737 rows), which autograd never runs
     backward for; they were priced as trained (x3 time, three kernels). No fitted constant.
     With this rule alone and no residual the six rows are 1-85 % off (mean 32 %).
   - **The residual's features are clipped to the range it was fitted on**: unclipped, its
-    linear part drove RetinaNet's factor to the 2x bound (mean 45 %); clipped, 39 %.
+    linear part (alpha 100) drove RetinaNet's factor to the 2x bound (mean 45 %); clipped,
+    39 %; with PyTorch's alpha 1000 (chosen on the three splits, not on these rows), 32 %.
     Dropping the fixed part outside the range instead was tried: PyTorch one GPU out
     15.1 -> 16.4 % (a left-out GPU's batch or precision mix is outside the others'), so it
     clips.

@@ -258,7 +258,7 @@ SHIPPED_FORMS: dict[str, dict[str, Any]] = {
     "tensorflow": {"overlap_p": 0.0, "subtract_floor": True, "residual_alpha": 100.0,
                    "residual_shrink": 1.0},
     "pytorch": {"overlap_p": 4.0, "subtract_floor": True, "year_kernel": True,
-                "residual_alpha": 100.0, "residual_shrink": 1.0},
+                "residual_alpha": 1000.0, "residual_shrink": 1.0},
 }
 
 
