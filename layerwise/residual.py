@@ -9,8 +9,8 @@ residual corrects the step by a factor ``exp(c)``, ``c`` in log time. Rules:
 
 * **Features** (:func:`features`, in :data:`FEATURES` order; all known before the run): the
   share of the priced layer time (as priced, before the composition) by kind group
-  (:data:`GROUPS`), log(kernels / priced ms),
-  whether the request is half precision and whether the class is ``tensor``, the half
+  (:data:`GROUPS`), log(kernels / priced ms), whether the request is half precision
+  (:data:`layerwise.as_run.HALF_REQUESTS`) and whether the class is ``tensor``, the half
   request's share of convolutions, norms, elementwise and depthwise layers, log(batch).
   No GPU feature: a GPU left out is answered from the layer predictor and the composition.
 * **Fixed part**: ridge regression of the composition's log residuals (measured / composed)
@@ -37,6 +37,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from layerwise.as_run import HALF_REQUESTS
+
 GROUPS: dict[str, tuple[str, ...]] = {
     "conv": ("conv",), "dwconv": ("dwconv",), "dense": ("dense",), "norm": ("bn", "ln"),
     "elementwise": ("act", "add", "concat", "dropout"), "pool": ("pool",),
@@ -46,7 +48,6 @@ HALF_SHARES = ("conv", "norm", "elementwise", "dwconv")
 FEATURES: tuple[str, ...] = (*GROUPS, "log_kernels_per_ms", "half", "tensor",
                              *(f"half_{g}" for g in HALF_SHARES), "log_batch")
 MAX_LOG = math.log(2.0)
-HALF = ("fp16", "bf16", "fp16-pure")
 
 
 def kind_ms(entries: Iterable[Mapping[str, Any]]) -> dict[str, float]:
@@ -60,7 +61,7 @@ def kind_ms(entries: Iterable[Mapping[str, Any]]) -> dict[str, float]:
 
 def is_half(request: str) -> bool:
     """Whether a precision request is a half one (the network part's key)."""
-    return str(request).lower() in HALF
+    return str(request).lower() in HALF_REQUESTS
 
 
 def features(ms_by_kind: Mapping[str, float], kernels: float, half: bool, tensor: bool,
