@@ -158,7 +158,7 @@ class Composition(BaseEstimator):
                 X["precision"].map(is_half).to_numpy(bool),
                 X["chip"].astype(str).to_numpy() if "chip" in X.columns else None)
             self.residual_ = res.to_dict()
-            own = own - np.log(self.corrections(X)[0])
+            own = own - np.log(self.corrections(X, feats)[0])
         resid = np.asarray(residuals, float) if residuals is not None else own
         alpha = (1.0 - self.coverage) / 2.0
         self.log_low_ = min(float(np.quantile(resid, alpha)), 0.0)
@@ -166,13 +166,15 @@ class Composition(BaseEstimator):
         self.n_fit_ = int(len(y))
         return self
 
-    def corrections(self, X: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    def corrections(self, X: pd.DataFrame,
+                    feats: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
         """Per row of ``X`` (``fit``'s columns): the residual's factor and source
-        (:func:`layerwise.residual.correction`; 1.0 and ``none`` without a residual)."""
+        (:func:`layerwise.residual.correction`; 1.0 and ``none`` without a residual);
+        ``feats``: :func:`frame_features` of ``X`` when already computed."""
         doc = getattr(self, "residual_", None)
         if not doc:
             return np.ones(len(X)), ["none"] * len(X)
-        feats = frame_features(X)
+        feats = frame_features(X) if feats is None else feats
         half = X["precision"].map(is_half).to_numpy(bool)
         out = [correction(doc, f, str(n), bool(h))
                for f, n, h in zip(feats, X["network"], half, strict=True)]
@@ -279,10 +281,10 @@ class NetworkResidual(BaseEstimator):
         frame = pd.DataFrame({"key": [network_key(str(n), bool(h))
                                       for n, h in zip(networks, half, strict=True)],
                               "gpu": gpus, "left": left})
-        votes = frame.groupby(["key", "gpu"])["left"].mean().groupby(level=0)
+        per_gpu = frame.groupby(["key", "gpu"])["left"].mean().groupby(level=0)
+        means, counts = per_gpu.mean(), per_gpu.size()
         self.networks_ = {str(k): (float(m * n / (n + float(self.shrink))), int(n))
-                          for k, m, n in zip(votes.mean().index, votes.mean(), votes.size(),
-                                             strict=True)}
+                          for k, m, n in zip(means.index, means, counts, strict=True)}
         return self
 
     def to_dict(self) -> dict[str, Any]:

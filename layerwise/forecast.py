@@ -235,7 +235,7 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
                               float(layers["high_ms"].sum()), kernels, pclass, floor,
                               year_offset(hw))
     factor, source, gpus = residual_for_step(
-        getattr(comp, "residual_", None), layers.to_dict("records"),
+        getattr(comp, "residual_", None), layers[["layer", "ms"]].to_dict("records"),
         kernels=kernels, request=run.request,
         pclass=pclass, batch=int(net.batch_size), network=net.name,
         on_gpu=hw.get("hw_kind") != "cpu")

@@ -32,6 +32,7 @@ from layerwise.compose import Composition, price_layers
 from layerwise.corpora.lambda_runs import read_lambda
 from layerwise.efficiency import chip_of
 from layerwise.network import decompose
+from layerwise.residual import kind_ms
 from layerwise.roofline import family_of
 
 TF_CNN_OPTIMIZER = "momentum"
@@ -124,7 +125,7 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
                         "floor_ms": layers["floor_ms"].sum(),
                         "memory_ms": layers.loc[memory, "ms"].sum(),
                         "high_ms": layers["high_ms"].sum(),
-                        "kind_ms": layers.groupby("layer")["ms"].sum().to_dict(),
+                        "kind_ms": kind_ms(layers[["layer", "ms"]].to_dict("records")),
                         "kernels": int(layers["kernels"].sum()) + cast_launches(
                             run, rows, True, bool(getattr(t, "casts_in_layers",
                                                           CASTS_IN_LAYER_PRICES))),
