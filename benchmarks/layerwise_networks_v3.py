@@ -384,6 +384,10 @@ the shipped rules of `layerwise.as_run.resolve` (the answer says what it assumed
     clips.
 - **Half precision** (where its error came from, the rules shipped and one measured but not
   shipped): section 8 (`benchmarks/layerwise_networks_v6.py`).
+- **Memory-bound layers in a training step** (the H100's bench rows give batch norm's
+  training step 5-7x its eval-mode forward, priced 3x; priced as measured, one network and
+  one family out gain, one GPU out loses; not shipped): section 10
+  (`benchmarks/layerwise_networks_v8.py`, 2026-12-01).
 - **Large per-GPU batch under AMP** (MLPerf ResNet-50 steps as upper bounds, the H100's
   batch scaling, the step per layer kind): `docs/layerwise-large-batch.md`
   (`benchmarks/layerwise_networks_v5.py`).
