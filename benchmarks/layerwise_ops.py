@@ -16,6 +16,10 @@ own measured rows (``layerwise/data/measured``), as the shipped predictor is bui
    all in training); test MAPE per GPU and layer, the paper's protocol. (The shipped predictor
    answers these rows with its per-type specialist, ``docs/layerwise-accuracy.md``.)
 4. ``--parts justus``: Justus, leave one GPU out (conv and dense).
+5. ``--parts levels``: NeuSight linear, leave one GPU out, ``after`` only: per GPU the bias by
+   FLOP band, the large GEMMs' efficiency under the roofline, and the MAPE left if each GPU's
+   level (its median log error) were known: how much of the error is the GPU's level and
+   how much the shape of its errors.
 
     .venv/bin/python benchmarks/layerwise_ops.py [--justus-rows 60000] [--max-iter 150] \
         [--parts neusight,unseen,split] [--out docs/layerwise-ops.md]
@@ -121,10 +125,15 @@ remaining error is spread (bias +5 %), not an offset a power feature would remov
 not for the L4 alone (18.1 %), and not leaving a NeuSight GPU out.** There linear stays at 29 %
 (V100 39 %: the other four GPUs include two power-limited parts, P4 and T4 at 25-40 % of their
 FP32 peak on large GEMMs, so a V100 priced from them looks slower than it is), unchanged by the
-dual-issue rule (none of these GPUs is dual-issue). NeuSight's own 13.9 % comes from training
-on GPUs with their launch and tile parameters, which are known only after a run. The LayerNorm
-rows of the A100 (265 % before and after) are priced from the H100 campaign's LayerNorm rows
-once the A100 is left out; the two disagree by about 3x.
+dual-issue rule (none of these GPUs is dual-issue). Section 5 (2026-12-01) splits that 29 % into
+level and shape: the five GPUs' large GEMMs run at 19-89 % of the roofline bound (P4 19 %, T4
+39 %, P100 62 %, A100 83 %, V100 89 %), and even with each GPU's level known (its median log error
+removed) linear would stay at 23 %: the P100's small GEMMs are priced 40 % too fast and its
+large ones 32 % too slow, the P4's the other way, so a per-GPU scale, the most a spec feature
+could give, does not reach 15 %. NeuSight's own 13.9 % comes from training on GPUs with their
+launch and tile parameters, which are known only after a run. The LayerNorm rows of the A100
+(265 % before and after) are priced from the H100 campaign's LayerNorm rows once the A100 is
+left out; the two disagree by about 3x.
 
 **Quadro P2000.** No P2000 layer rows were found (searched again 2026-11-26: the repository,
 `../shared/data`, the corpora): not in `tests/data`, `../shared/data`, the
@@ -181,6 +190,41 @@ def leave_one_out(rows: pd.DataFrame, ms: pd.Series, test_sel: pd.Series, chips:
                            gpu_chip=chip)
         print(f"  without {chip}: {time.perf_counter() - start:.0f} s", flush=True)
     return records
+
+
+def levels(rows: pd.DataFrame, ms: pd.Series, source: pd.Series, chips: pd.Series,
+           params: dict) -> str:
+    """Part 5 (module doc) as markdown."""
+    test_sel = source.eq("neusight") & op_group(rows).eq("linear")
+    parts = []
+    for chip in sorted(chips[test_sel].unique()):
+        train, test = chips != chip, test_sel & (chips == chip)
+        model = EfficiencyPredictor(**params).fit(rows.loc[train], ms.loc[train])
+        phys = physics_frame(rows.loc[test])
+        parts.append(pd.DataFrame({
+            "gpu_chip": chip, "log_err": np.log(model.predict(rows.loc[test])["predicted_ms"]
+                                                 .to_numpy() / ms.loc[test].to_numpy()),
+            "eff": phys["bound_ms"].to_numpy() / ms.loc[test].to_numpy(),
+            "flops": phys["flops"].to_numpy()}))
+        print(f"  levels without {chip}", flush=True)
+    d = pd.concat(parts, ignore_index=True)
+    d["ape"] = np.abs(np.expm1(d["log_err"])) * 100
+    d["ape_level_known"] = np.abs(np.expm1(
+        d["log_err"] - d.groupby("gpu_chip")["log_err"].transform("median"))) * 100
+    d["band"] = pd.cut(np.log10(d["flops"]), [0, 8, 9, 10, 11, 14],
+                       labels=["<1e8", "1e8-1e9", "1e9-1e10", "1e10-1e11", ">1e11"])
+    per = d.groupby("gpu_chip").agg(mape=("ape", "mean"),
+                                    mape_level_known=("ape_level_known", "mean"))
+    per["large_gemm_eff %"] = 100 * d[d["flops"] > 10 ** 10.5].groupby("gpu_chip")["eff"] \
+        .median()
+    bias = d.pivot_table(index="gpu_chip", columns="band", values="log_err", aggfunc="median",
+                         observed=True)
+    per = per.join(100 * np.expm1(bias).add_prefix("bias % "))
+    recs = [{"gpu_chip": k, **{c: float(v) for c, v in r.items()}} for k, r in per.iterrows()]
+    recs.append({"gpu_chip": "all", "mape": float(d["ape"].mean()),
+                 "mape_level_known": float(d["ape_level_known"].mean()),
+                 **{c: float("nan") for c in per.columns[2:]}})
+    return table(recs, ["gpu_chip", *per.columns])
 
 
 def weighted(records: list[dict], by: str) -> list[dict]:
@@ -293,6 +337,13 @@ def main() -> None:
         doc.append("\n## 4. Justus GPUs, leave one GPU out (conv, dense)\n\n")
         doc.append(table(side_by_side(res, ["gpu_chip", "op"]),
                          ["gpu_chip", "op", *[f"{c} mape" for c in configs], "roofline", "n"]))
+    if "levels" in parts:
+        doc.append("\n## 5. NeuSight linear, leave one GPU out: level and shape (`after`)\n\n"
+                   "bias = median of log(predicted / measured) per FLOP band, as a percentage "
+                   "(> 0: priced too slow); large_gemm_eff %: the median roofline bound over "
+                   "the measured time above 10^10.5 FLOPs; mape_level_known: the MAPE left "
+                   "once each GPU's median log error is removed.\n\n")
+        doc.append(levels(rows, ms, source, chips, base))
     doc.append(NOTES)
     Path(args.out).write_text("".join(doc))
     print("".join(doc))
