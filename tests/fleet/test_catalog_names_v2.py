@@ -55,6 +55,8 @@ HEADER = (
         ("RTX 6000 Ada Generation", "RTX 6000 Ada"),
         ("GeForce GTX 1660 Ti", "GeForce GTX 1660 Ti"),
         ("GeForce GTX 1650", "GeForce GTX 1650"),
+        # a laptop-only part: nvidia-smi prints it without "Laptop GPU" (no desktop board)
+        ("NVIDIA GeForce GTX 1650 Ti", "GeForce GTX 1650 Ti Mobile"),
         # more spellings of the same rules
         ("TeslaV100", "Tesla V100 SXM2 16GB"),
         ("GeForce RTX 2080 Super MaxQ", "GeForce RTX 2080 Super Max-Q"),
