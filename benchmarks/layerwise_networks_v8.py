@@ -20,7 +20,7 @@ one network family out), beside the naive roofline rule:
 4. ``train query: all``: the same for all five memory-bound kinds.
 
 Variants 2-4 are experiments: this script patches :mod:`layerwise.pricing` inside its own
-process rather than adding switches to the library. Run (about 6 minutes)::
+process rather than adding switches to the library. Run (about 2 minutes)::
 
     .venv/bin/python benchmarks/layerwise_networks_v8.py [--no-doc]
 
