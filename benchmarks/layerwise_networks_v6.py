@@ -96,10 +96,14 @@ def with_rules(frame: pd.DataFrame, rules: dict) -> pd.DataFrame:
     return out
 
 
-def scored(sums: pd.DataFrame, fw: str) -> pd.DataFrame:
-    """Per row and split: pred, ape, covered, log bias, and the naive roofline's ape."""
+TWO_SPLITS = (("chip", "one GPU out"), ("network", "one network out"))
+
+
+def scored(sums: pd.DataFrame, fw: str, splits: tuple = TWO_SPLITS) -> pd.DataFrame:
+    """Per row and split (``splits``: (column left out, name) pairs): pred, ape, covered, log
+    bias, and the naive roofline's ape, with ``fw``'s shipped composition form."""
     parts = []
-    for by, split in (("chip", "one GPU out"), ("network", "one network out")):
+    for by, split in splits:
         loo = leave_one_out(sums, by=by, form=SHIPPED_FORMS[fw])
         naive = naive_roofline(sums, by)
         loo["naive_ape"] = np.abs(naive - loo["step_ms"]) / loo["step_ms"] * 100.0
@@ -110,13 +114,18 @@ def scored(sums: pd.DataFrame, fw: str) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def summary(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """rows, MAPE, median bias (%), coverage and the naive rule's MAPE per group."""
-    return (rows.groupby(keys)
-            .agg(rows=("ape", "size"), mape=("ape", "mean"), bias=("bias", "median"),
-                 coverage=("covered", "mean"), naive_mape=("naive_ape", "mean"))
-            .assign(bias=lambda f: 100 * np.expm1(f["bias"])).rename(columns={"bias": "bias_%"})
-            .reset_index())
+def summary(rows: pd.DataFrame, keys: list[str],
+            order: dict[str, int] | None = None) -> pd.DataFrame:
+    """rows, MAPE, median bias (%), coverage and the naive rule's MAPE per group; with
+    ``order`` (rule set -> rank) sorted by ``keys``, the ``rules`` column in that order."""
+    out = (rows.groupby(keys)
+           .agg(rows=("ape", "size"), mape=("ape", "mean"), bias=("bias", "median"),
+                coverage=("covered", "mean"), naive_mape=("naive_ape", "mean"))
+           .assign(bias=lambda f: 100 * np.expm1(f["bias"])).rename(columns={"bias": "bias_%"})
+           .reset_index())
+    if order is None:
+        return out
+    return out.sort_values(keys, key=lambda c: c.map(order) if c.name == "rules" else c)
 
 
 def main() -> None:
@@ -135,22 +144,16 @@ def main() -> None:
         print(f"{name}: {time.perf_counter() - started:.0f} s", flush=True)
     every = pd.concat(rows, ignore_index=True)
     every["suite"] = every["suite"].map(SUITES)
-    table = summary(every, ["suite", "split", "half", "rules"])
     order = {n: i for i, n in enumerate(RULES)}
-    table = table.sort_values(["suite", "split", "half", "rules"],
-                              key=lambda c: c.map(order) if c.name == "rules" else c)
+    table = summary(every, ["suite", "split", "half", "rules"], order)
     print(table.round(2).to_string(), flush=True)
     framework = summary(every.assign(data=np.where(every["suite"].eq(SUITES["lambda"]),
                                                    "Lambda (TensorFlow)", "PyTorch")),
-                        ["data", "split", "half", "rules"])
-    framework = framework.sort_values(["data", "split", "half", "rules"],
-                                      key=lambda c: c.map(order) if c.name == "rules" else c)
+                        ["data", "split", "half", "rules"], order)
     print(framework.round(2).to_string(), flush=True)
     gpu = summary(every[every["half"].eq("half") & every["split"].eq("one GPU out")
                         & every["rules"].isin(["before", SHIPPED, NOT_SHIPPED])],
-                  ["suite", "chip", "precision", "rules"])
-    gpu = gpu.sort_values(["suite", "chip", "precision", "rules"],
-                          key=lambda c: c.map(order) if c.name == "rules" else c)
+                  ["suite", "chip", "precision", "rules"], order)
     print(gpu.round(2).to_string(), flush=True)
     seconds = time.perf_counter() - started
     if not args.no_doc:

@@ -61,17 +61,12 @@ def main() -> None:
     every = pd.concat(rows, ignore_index=True)
     every["suite"] = every["suite"].map(V6.SUITES)
     order = {n: i for i, n in enumerate(RULES)}
-
-    def table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-        out = V6.summary(frame, keys)
-        return out.sort_values(keys, key=lambda c: c.map(order) if c.name == "rules" else c)
-
-    framework = table(every.assign(data=np.where(every["suite"].eq(V6.SUITES["lambda"]),
-                                                 "Lambda (TensorFlow)", "PyTorch")),
-                      ["data", "split", "half", "rules"])
-    suites = table(every, ["suite", "split", "half", "rules"])
-    gpu = table(every[every["half"].eq("half") & ~every["suite"].eq(V6.SUITES["lambda"])],
-                ["split", "suite", "chip", "precision", "rules"])
+    framework = V6.summary(every.assign(data=np.where(every["suite"].eq(V6.SUITES["lambda"]),
+                                                      "Lambda (TensorFlow)", "PyTorch")),
+                           ["data", "split", "half", "rules"], order)
+    suites = V6.summary(every, ["suite", "split", "half", "rules"], order)
+    gpu = V6.summary(every[every["half"].eq("half") & ~every["suite"].eq(V6.SUITES["lambda"])],
+                     ["split", "suite", "chip", "precision", "rules"], order)
     for t in (framework, suites, gpu):
         print(t.round(2).to_string(), flush=True)
     seconds = time.perf_counter() - started

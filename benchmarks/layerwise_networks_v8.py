@@ -9,8 +9,8 @@ training runs it on batch statistics and then backward. The H100's own bench row
 (``layerwise/data/measured/*memory-bound*``) time both; part 1 prints the ratio they give.
 
 Part 2 prices every PyTorch whole-network target of ``benchmarks/layerwise_networks_v3.py``
-four ways and scores the shipped composition form on its three splits (one GPU, one network,
-one network family out), beside the naive roofline rule:
+four ways and scores the shipped composition form (``layerwise_networks_v6.scored``) on v3's
+three splits (one GPU, one network, one network family out), beside the naive roofline rule:
 
 1. ``shipped``: eval forward x (1 + BACKWARD_RATIO);
 2. ``H100 ratios``: the same with the ratios raised to what part 1 measured (batch norm
@@ -47,13 +47,7 @@ import layerwise_networks_v6 as V6  # noqa: E402  (this folder, sys.path[0] of a
 from layerwise_networks_v3 import SPLITS, md, network_family  # noqa: E402
 
 from layerwise import as_run, pricing  # noqa: E402
-from layerwise.corpora.network_fit import (  # noqa: E402
-    SHIPPED_FORMS,
-    decomposable,
-    leave_one_out,
-    naive_roofline,
-    network_sums,
-)
+from layerwise.corpora.network_fit import decomposable, network_sums  # noqa: E402
 from layerwise.corpora.tables import shared_data_dir  # noqa: E402
 from layerwise.corpora.torchvision_bench import pytorch_targets  # noqa: E402
 from layerwise.roofline import family_of  # noqa: E402
@@ -135,21 +129,6 @@ def _patched(kinds: set[str]) -> tuple[Callable, Callable, Callable]:
     return _ask, layer_entry, entry_floor
 
 
-def scored(sums: pd.DataFrame) -> pd.DataFrame:
-    """Per row and split (:data:`SPLITS`): ape, covered, log bias, the naive rule's ape."""
-    sums = sums.assign(family=sums["network"].map(network_family))
-    parts = []
-    for by, split in SPLITS:
-        loo = leave_one_out(sums, by=by, form=SHIPPED_FORMS["pytorch"])
-        naive = naive_roofline(sums, by)
-        loo["naive_ape"] = np.abs(naive - loo["step_ms"]) / loo["step_ms"] * 100.0
-        loo["bias"] = np.log(loo["pred_ms"] / loo["step_ms"])
-        loo["split"] = split
-        loo["half"] = np.where(loo["precision"].isin(V6.HALF), "half", "fp32")
-        parts.append(loo)
-    return pd.concat(parts, ignore_index=True)
-
-
 def main() -> None:
     from layerwise.shipped import default_predictor
 
@@ -164,17 +143,14 @@ def main() -> None:
     for name, params in VARIANTS.items():
         with variant(**params):
             sums = network_sums(targets, predictor, framework="pytorch")
-        rows.append(scored(sums).assign(rules=name))
+        sums = sums.assign(family=sums["network"].map(network_family))
+        rows.append(V6.scored(sums, "pytorch", SPLITS).assign(rules=name))
         print(f"{name}: {time.perf_counter() - started:.0f} s", flush=True)
     every = pd.concat(rows, ignore_index=True)
     order = {n: i for i, n in enumerate(VARIANTS)}
 
-    def table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-        out = V6.summary(frame, keys)
-        return out.sort_values(keys, key=lambda c: c.map(order) if c.name == "rules" else c)
-
-    splits = table(every, ["split", "rules"])
-    gpus = table(every[every["split"].eq("one GPU out")], ["chip", "rules"])
+    splits = V6.summary(every, ["split", "rules"], order)
+    gpus = V6.summary(every[every["split"].eq("one GPU out")], ["chip", "rules"], order)
     for t in (splits, gpus):
         print(t.round(2).to_string(), flush=True)
     seconds = time.perf_counter() - started

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -178,17 +179,24 @@ def grouped(rows: pd.DataFrame, ms: pd.Series, out: pd.DataFrame, key: pd.Series
     return records
 
 
-def leave_one_out(rows: pd.DataFrame, ms: pd.Series, test_sel: pd.Series, chips: pd.Series,
-                  params: dict) -> list[dict]:
-    records = []
+def held_out(rows: pd.DataFrame, ms: pd.Series, test_sel: pd.Series, chips: pd.Series,
+             params: dict) -> Iterator[tuple[str, pd.Series, pd.DataFrame]]:
+    """Per chip of the ``test_sel`` rows: (chip, its test mask, the predictions of a model
+    fitted on every other chip's rows)."""
     for chip in sorted(chips[test_sel].unique()):
         start = time.perf_counter()
         train, test = chips != chip, test_sel & (chips == chip)
         model = EfficiencyPredictor(**params).fit(rows.loc[train], ms.loc[train])
-        out = model.predict(rows.loc[test])
+        yield chip, test, model.predict(rows.loc[test])
+        print(f"  without {chip}: {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def leave_one_out(rows: pd.DataFrame, ms: pd.Series, test_sel: pd.Series, chips: pd.Series,
+                  params: dict) -> list[dict]:
+    records = []
+    for chip, test, out in held_out(rows, ms, test_sel, chips, params):
         records += grouped(rows.loc[test], ms.loc[test], out, op_group(rows.loc[test]),
                            gpu_chip=chip)
-        print(f"  without {chip}: {time.perf_counter() - start:.0f} s", flush=True)
     return records
 
 
@@ -197,16 +205,11 @@ def levels(rows: pd.DataFrame, ms: pd.Series, source: pd.Series, chips: pd.Serie
     """Part 5 (module doc) as markdown."""
     test_sel = source.eq("neusight") & op_group(rows).eq("linear")
     parts = []
-    for chip in sorted(chips[test_sel].unique()):
-        train, test = chips != chip, test_sel & (chips == chip)
-        model = EfficiencyPredictor(**params).fit(rows.loc[train], ms.loc[train])
-        phys = physics_frame(rows.loc[test])
+    for chip, test, out in held_out(rows, ms, test_sel, chips, params):
+        phys, true = physics_frame(rows.loc[test]), ms.loc[test].to_numpy()
         parts.append(pd.DataFrame({
-            "gpu_chip": chip, "log_err": np.log(model.predict(rows.loc[test])["predicted_ms"]
-                                                 .to_numpy() / ms.loc[test].to_numpy()),
-            "eff": phys["bound_ms"].to_numpy() / ms.loc[test].to_numpy(),
-            "flops": phys["flops"].to_numpy()}))
-        print(f"  levels without {chip}", flush=True)
+            "gpu_chip": chip, "log_err": np.log(out["predicted_ms"].to_numpy() / true),
+            "eff": phys["bound_ms"].to_numpy() / true, "flops": phys["flops"].to_numpy()}))
     d = pd.concat(parts, ignore_index=True)
     d["ape"] = np.abs(np.expm1(d["log_err"])) * 100
     d["ape_level_known"] = np.abs(np.expm1(
