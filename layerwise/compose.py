@@ -155,8 +155,7 @@ class Composition(BaseEstimator):
             feats = frame_features(X)
             res = NetworkResidual(self.residual_alpha, self.residual_shrink).fit(
                 feats, own, X["network"].astype(str).to_numpy(),
-                X["precision"].map(is_half).to_numpy(bool),
-                X["chip"].astype(str).to_numpy() if "chip" in X.columns else None)
+                X["precision"].map(is_half).to_numpy(bool), catalog_names(X))
             self.residual_ = res.to_dict()
             own = own - np.log(self.corrections(X, feats)[0])
         resid = np.asarray(residuals, float) if residuals is not None else own
@@ -176,8 +175,10 @@ class Composition(BaseEstimator):
             return np.ones(len(X)), ["none"] * len(X)
         feats = frame_features(X) if feats is None else feats
         half = X["precision"].map(is_half).to_numpy(bool)
-        out = [correction(doc, f, str(n), bool(h))
-               for f, n, h in zip(feats, X["network"], half, strict=True)]
+        gpus = catalog_names(X)
+        gpus = [None] * len(X) if gpus is None else gpus
+        out = [correction(doc, f, str(n), bool(h), g)
+               for f, n, h, g in zip(feats, X["network"], half, gpus, strict=True)]
         return np.array([o[0] for o in out]), [o[1] for o in out]
 
     def scale_for(self, pclass: str) -> float:
@@ -243,6 +244,23 @@ class Composition(BaseEstimator):
                               "step_ms": 0.0, "log_low": 0.0, "log_high": 0.0})
 
 
+def catalog_names(X: pd.DataFrame) -> np.ndarray | None:
+    """Each row's GPU as the catalog names it (``hw_model``; a name the catalog does not
+    know is kept as written); None without a ``gpu`` column."""
+    if "gpu" not in X.columns:
+        return None
+    from fleet.catalog import UnknownGpuError, resolve_gpu
+
+    def name(gpu: str) -> str:
+        try:
+            return resolve_gpu(gpu).name
+        except UnknownGpuError:
+            return gpu
+
+    names = {g: name(g) for g in X["gpu"].astype(str).unique()}
+    return X["gpu"].astype(str).map(names).to_numpy()
+
+
 def frame_features(X: pd.DataFrame) -> np.ndarray:
     """:func:`layerwise.residual.features` of each row of a whole-network frame (columns
     ``kind_ms``: a dict of priced ms per layer kind, ``kernels``, ``precision``,
@@ -256,8 +274,9 @@ def frame_features(X: pd.DataFrame) -> np.ndarray:
 class NetworkResidual(BaseEstimator):
     """The whole-network residual's fit (:mod:`layerwise.residual`'s rules): ridge of the log
     residuals on the standardised features (``alpha``), then each (network, half) key's mean
-    leftover, one vote per GPU, shrunk by ``n / (n + shrink)``. ``to_dict`` is what
-    :func:`layerwise.residual.correction` reads."""
+    leftover, one vote per GPU, shrunk by ``n / (n + shrink)``, then each (GPU, half) key's
+    mean of what is still left, one vote per network, shrunk by ``m / (m + shrink)``.
+    ``to_dict`` is what :func:`layerwise.residual.correction` reads."""
 
     def __init__(self, alpha: float = 100.0, shrink: float = 1.0):
         self.alpha = alpha
@@ -266,7 +285,8 @@ class NetworkResidual(BaseEstimator):
     def fit(self, X: np.ndarray, r: np.ndarray, networks: np.ndarray, half: np.ndarray,
             gpus: np.ndarray | None = None) -> NetworkResidual:
         """Fit on features ``X`` (rows x :data:`FEATURES`), log residuals ``r``, each row's
-        network, half flag and GPU (None: each row its own vote); returns ``self``."""
+        network, half flag and GPU's catalog name (None: each row its own vote, and no GPU
+        part); returns ``self``."""
         X, r = np.asarray(X, float), np.asarray(r, float)
         self.low_, self.high_ = X.min(axis=0), X.max(axis=0)
         self.mean_ = X.mean(axis=0)
@@ -277,25 +297,37 @@ class NetworkResidual(BaseEstimator):
         gram = Z.T @ Z + float(self.alpha) * np.eye(Z.shape[1])
         self.coef_ = np.linalg.solve(gram, Z.T @ (r - self.intercept_))
         left = r - self.intercept_ - Z @ self.coef_
-        gpus = np.arange(len(r)).astype(str) if gpus is None else np.asarray(gpus)
-        frame = pd.DataFrame({"key": [network_key(str(n), bool(h))
+        known = gpus is not None
+        gpus = np.asarray(gpus).astype(str) if known else np.arange(len(r)).astype(str)
+        frame = pd.DataFrame({"net": [network_key(str(n), bool(h))
                                       for n, h in zip(networks, half, strict=True)],
-                              "gpu": gpus, "left": left})
-        per_gpu = frame.groupby(["key", "gpu"])["left"].mean().groupby(level=0)
-        means, counts = per_gpu.mean(), per_gpu.size()
-        self.networks_ = {str(k): (float(m * n / (n + float(self.shrink))), int(n))
-                          for k, m, n in zip(means.index, means, counts, strict=True)}
+                              "gpu": [network_key(str(g), bool(h))
+                                      for g, h in zip(gpus, half, strict=True)],
+                              "left": left})
+        self.networks_ = self._votes(frame, "net", "gpu")
+        frame["left"] -= frame["net"].map({k: v[0] for k, v in self.networks_.items()})
+        self.gpus_ = self._votes(frame, "gpu", "net") if known else {}
         return self
+
+    def _votes(self, frame: pd.DataFrame, key: str, voter: str) -> dict[str, tuple[float, int]]:
+        """Per ``key``: the mean of ``left`` averaged per ``voter`` first (one vote each),
+        shrunk by ``n / (n + shrink)``, and the voters ``n``."""
+        per = frame.groupby([key, voter])["left"].mean().groupby(level=0)
+        means, counts = per.mean(), per.size()
+        return {str(k): (float(m * n / (n + float(self.shrink))), int(n))
+                for k, m, n in zip(means.index, means, counts, strict=True)}
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form: features, mean, scale, coef, the fitted range (low, high),
-        intercept, alpha, shrink, networks (key -> [log effect, GPUs])."""
+        intercept, alpha, shrink, networks (key -> [log effect, GPUs]), gpus (key -> [log
+        effect, networks])."""
         return {"features": list(FEATURES), "mean": self.mean_.tolist(),
                 "scale": self.scale_.tolist(), "coef": self.coef_.tolist(),
                 "low": self.low_.tolist(), "high": self.high_.tolist(),
                 "intercept": self.intercept_, "alpha": float(self.alpha),
                 "shrink": float(self.shrink),
-                "networks": {k: [v[0], v[1]] for k, v in sorted(self.networks_.items())}}
+                "networks": {k: [v[0], v[1]] for k, v in sorted(self.networks_.items())},
+                "gpus": {k: [v[0], v[1]] for k, v in sorted(self.gpus_.items())}}
 
 
 def composition_for(predictor: Any, framework: str) -> Composition:

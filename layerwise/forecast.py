@@ -234,11 +234,12 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
     ms, low, high = comp.step(float(layers["ms"].sum()), float(layers["low_ms"].sum()),
                               float(layers["high_ms"].sum()), kernels, pclass, floor,
                               year_offset(hw))
-    factor, source, gpus = residual_for_step(
+    residual = residual_for_step(
         getattr(comp, "residual_", None), layers[["layer", "ms"]].to_dict("records"),
         kernels=kernels, request=run.request,
         pclass=pclass, batch=int(net.batch_size), network=net.name,
-        on_gpu=hw.get("hw_kind") != "cpu")
+        on_gpu=hw.get("hw_kind") != "cpu", gpu=hw.get("hw_model"))
+    factor = residual[0]
     ms, low, high = ms * factor, low * factor, high * factor
     cut = layers["floor_ms"] if comp.subtract_floor else 0.0
     for col in ("ms", "low_ms", "high_ms"):
@@ -247,7 +248,7 @@ def compose_step(net: Network, predictor: Any, hw: dict, precision: str, optimiz
     return step_result(net, hw, run, optimizer=optimizer, framework=framework, pclass=pclass,
                        step=(ms, low, high), overhead=overhead,
                        host_overhead_ms=host_overhead_ms, layers=layers.to_dict("records"),
-                       residual=(factor, source, gpus))
+                       residual=residual)
 
 
 def _price_layers(net: Network, predictor: Any, known: set[str], hw: dict, training: bool,

@@ -201,13 +201,14 @@ def step_warnings(net: Any, layers: list[dict], run: RunPrecision) -> list[str]:
 def step_result(net: Any, hw: Mapping, run: RunPrecision, *, optimizer: str, framework: str,
                 pclass: str, step: tuple[float, float, float], overhead: float,
                 host_overhead_ms: float, layers: list[dict],
-                residual: tuple[float, str, int] = (1.0, "none", 0)) -> dict:
+                residual: tuple[float, str, int, int] = (1.0, "none", 0, 0)) -> dict:
     """One priced step as both forecast paths return it: ``step`` is (ms, low, high) of the
     composed step, ``layers`` the priced entries as records, ``residual`` the whole-network
-    residual's (factor, source, GPUs) already in ``step`` (:mod:`layerwise.residual`)."""
+    residual's (factor, source, GPUs, networks) already in ``step``
+    (:func:`layerwise.residual.for_step`)."""
     ms, low, high = step
     host = float(host_overhead_ms)
-    factor, source, gpus = residual
+    factor, source, gpus, networks = residual
     return {
         "network": net.name, "gpu": hw["gpu"], "hw_kind": hw["hw_kind"],
         "batch_size": int(net.batch_size), "optimizer": optimizer, "precision": run.request,
@@ -221,6 +222,8 @@ def step_result(net: Any, hw: Mapping, run: RunPrecision, *, optimizer: str, fra
         "unknown_layers": [r["name"] for r in net.rows if r["layer"] == "unknown"],
         "warnings": step_warnings(net, layers, run), "layers": layers,
         "network_residual": {"factor": float(factor), "source": source, "gpus": int(gpus),
-                             "reason": describe(factor, source, net.name, gpus)},
+                             "networks": int(networks),
+                             "reason": describe(factor, source, net.name, gpus,
+                                                hw.get("hw_model") or hw["gpu"], networks)},
     }
 

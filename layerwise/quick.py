@@ -245,10 +245,11 @@ def forecast_fast(network: Any, *, device: str, batch_size: int, optimizer: str 
     kernels = int(sum(e["kernels"] for e in layers)) + cast_launches(run, net.rows, training)
     ms, low, high, scale = step_ms(comp, sums, kernels, pclass, floor, year_offset(hw))
     cut = bool(comp and comp.get("subtract_floor"))
-    factor, source, gpus = residual_for_step(
+    residual = residual_for_step(
         (comp or {}).get("residual"), layers, kernels=kernels,
         request=run.request, pclass=pclass, batch=int(net.batch_size), network=net.name,
-        on_gpu=hw.get("hw_kind") != "cpu")
+        on_gpu=hw.get("hw_kind") != "cpu", gpu=hw.get("hw_model"))
+    factor = residual[0]
     ms, low, high, scale = ms * factor, low * factor, high * factor, scale * factor
     for e in layers:
         f = e["floor_ms"] if cut else 0.0
@@ -258,5 +259,5 @@ def forecast_fast(network: Any, *, device: str, batch_size: int, optimizer: str 
     return {**step_result(net, hw, run, optimizer=optimizer, framework=framework,
                           pclass=pclass, step=(ms, low, high), overhead=overhead,
                           host_overhead_ms=host_overhead_ms, layers=layers,
-                          residual=(factor, source, gpus)),
+                          residual=residual),
             "device": str(device)}

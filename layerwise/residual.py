@@ -20,6 +20,16 @@ residual corrects the step by a factor ``exp(c)``, ``c`` in log time. Rules:
   ``n`` the GPUs: a network the whole-network benchmarks measured on other GPUs carries its
   own error to a new one. A network never measured (a user's own model, or one left out)
   gets none; the answer says which applied (:func:`correction`).
+* **GPU part** (added 2026-12-01, sixth session): per (GPU, half or not), the mean of what
+  the network part still leaves, first averaged per network (each network one vote), shrunk
+  by ``m / (m + shrink)`` with ``m`` the networks: a GPU the whole-network benchmarks
+  measured runs every network a little faster or slower than its layers and catalog row say
+  (the RTX 2080 Ti of ``torchvision_bench``: +16 % on every network, a host effect), and a
+  new network on it inherits that. The GPU is the catalog's name (``hw_model``: one row, so
+  an A100 PCIe does not inherit the SXM4's); a GPU never measured gets none, as the GPU
+  left out of a leave-one-GPU-out split. Chosen after seeing the one-network-out and
+  one-family-out splits (``docs/layerwise-pytorch.md`` section 5); ``shrink`` is the network
+  part's, not tuned again.
 * **No extrapolation of the fixed part**: each feature is first clipped to the range the
   fit saw (``low``, ``high`` in the saved form), so a network unlike any benchmarked one
   (a detection model, mostly ops with no kind and no gradient) gets at most the correction of
@@ -77,15 +87,27 @@ def features(ms_by_kind: Mapping[str, float], kernels: float, half: bool, tensor
 
 
 def network_key(network: str, half: bool) -> str:
-    """The network part's key: ``<network>|half`` or ``<network>|full``."""
+    """The network part's key, ``<network>|half`` or ``<network>|full``; the GPU part's is the
+    same with the GPU's catalog name."""
     return f"{network}|{'half' if half else 'full'}"
 
 
+def part(doc: Mapping[str, Any] | None, name: str, key: str | None,
+         half: bool) -> tuple[float, int] | None:
+    """(log effect, votes) of the ``networks`` or ``gpus`` part for ``key``; None when the
+    saved residual has no such entry."""
+    if not doc or not key:
+        return None
+    effect = (doc.get(name) or {}).get(network_key(str(key), half))
+    return (float(effect[0]), int(effect[1])) if effect is not None else None
+
+
 def correction(doc: Mapping[str, Any] | None, x: Sequence[float], network: str | None,
-               half: bool) -> tuple[float, str]:
-    """(factor, source) of a step with features ``x``: ``source`` is ``none`` (no residual
-    saved), ``shape`` (the fixed part only) or ``network`` (this network's own residual
-    from the whole-network benchmarks too)."""
+               half: bool, gpu: str | None = None) -> tuple[float, str]:
+    """(factor, source) of a step with features ``x`` on ``gpu`` (its catalog name):
+    ``source`` is ``none`` (no residual saved), ``shape`` (the fixed part only), or the parts
+    that applied too, joined by ``+``: ``network`` (this network's own residual from the
+    whole-network benchmarks), ``gpu`` (this GPU's), ``network+gpu``."""
     if not doc:
         return 1.0, "none"
     mean, scale, coef = doc["mean"], doc["scale"], doc["coef"]
@@ -96,40 +118,59 @@ def correction(doc: Mapping[str, Any] | None, x: Sequence[float], network: str |
     c = float(doc["intercept"]) + math.fsum(
         float(w) * (float(v) - float(m)) / float(s)
         for w, v, m, s in zip(coef, x, mean, scale, strict=True))
-    source = "shape"
-    effect = (doc.get("networks") or {}).get(network_key(str(network), half)) \
-        if network else None
-    if effect is not None:
-        c += float(effect[0])
-        source = "network"
+    applied = []
+    for name, key, label in (("networks", network, "network"), ("gpus", gpu, "gpu")):
+        effect = part(doc, name, key, half)
+        if effect is not None:
+            c += effect[0]
+            applied.append(label)
     c = min(max(c, -MAX_LOG), MAX_LOG)
-    return math.exp(c), source
+    return math.exp(c), "+".join(applied) or "shape"
 
 
-def describe(factor: float, source: str, network: str | None, gpus: int = 0) -> str | None:
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def describe(factor: float, source: str, network: str | None, gpus: int = 0,
+             gpu: str | None = None, networks: int = 0) -> str | None:
     """The answer's sentence about the residual (None when none applied); ``gpus``: how many
-    GPUs' whole-network benchmarks of this network it learned from."""
+    GPUs' whole-network benchmarks of this network it learned from, ``networks``: how many
+    networks' whole-network benchmarks on ``gpu``; what had none is named too."""
     if source == "none":
         return None
-    what = (f"{network}'s own whole-network benchmarks ({gpus} GPU"
-            f"{'' if gpus == 1 else 's'}) and the layer mix" if source == "network"
-            else "the layer mix (no whole-network benchmark of this network)")
-    return f"whole-network residual x{factor:.3f}, learned from {what}"
+    parts, gpu = source.split("+"), gpu or "this GPU"
+    learned, lacking = [], []
+    if "network" in parts:
+        learned.append(f"{network}'s own whole-network benchmarks ({_count(gpus, 'GPU')})")
+    else:
+        lacking.append(f"of {network}")
+    if "gpu" in parts:
+        learned.append(f"{gpu}'s ({_count(networks, 'network')})" if learned else
+                       f"{gpu}'s whole-network benchmarks ({_count(networks, 'network')})")
+    else:
+        lacking.append(f"on {gpu}")
+    text = f"{', '.join(learned)} and the layer mix" if learned else "the layer mix"
+    if lacking:
+        text += f"; no whole-network benchmark {' or '.join(lacking)}"
+    return f"whole-network residual x{factor:.3f}, learned from {text}"
 
 
 def for_step(doc: Mapping[str, Any] | None, entries: Iterable[Mapping[str, Any]], *,
              kernels: int, request: str, pclass: str, batch: int, network: str | None,
-             on_gpu: bool = True) -> tuple[float, str, int]:
-    """(factor, source, GPUs) of one priced step (both forecast paths): the raw priced
-    ``entries`` (before the composition's scale), the step's kernels, precision request and
-    class; GPUs: how many measured the network (0 unless ``source`` is ``network``). Learned
+             on_gpu: bool = True, gpu: str | None = None) -> tuple[float, str, int, int]:
+    """(factor, source, GPUs, networks) of one priced step (both forecast paths): the raw
+    priced ``entries`` (before the composition's scale), the step's kernels, precision
+    request and class, the GPU's catalog name; GPUs: how many measured the network,
+    networks: how many were measured on the GPU (0 when that part did not apply). Learned
     on GPU steps only: a step on a CPU (``on_gpu`` False), or one with nothing priced, gets
     none."""
     by_kind = kind_ms(entries)
     if not doc or not on_gpu or math.fsum(by_kind.values()) <= 0.0:
-        return 1.0, "none", 0
+        return 1.0, "none", 0, 0
     half = is_half(request)
     x = features(by_kind, kernels, half, pclass == "tensor", batch)
-    factor, source = correction(doc, x, network, half)
-    effect = (doc.get("networks") or {}).get(network_key(str(network), half))
-    return factor, source, int(effect[1]) if source == "network" and effect else 0
+    factor, source = correction(doc, x, network, half, gpu)
+    votes = [(part(doc, name, key, half) or (0.0, 0))[1]
+             for name, key in (("networks", network), ("gpus", gpu))]
+    return factor, source, votes[0], votes[1]

@@ -23,17 +23,18 @@ from layerwise.residual import (
 from layerwise.shipped import default_predictor
 
 
-def _planted(rng, gpus=4, nets=6, slope=0.2):
-    """Residuals with a slope on the conv share and a per-network effect, per GPU (a balanced
-    design: every network meets the same conv shares, so the two parts separate exactly)."""
+def _planted(rng, gpus=4, nets=6, slope=0.2, gpu_effect=0.0):
+    """Residuals with a slope on the conv share, a per-network effect and (``gpu_effect``) a
+    per-GPU one that differs only inside a GPU pair of equal conv share, per GPU (a balanced
+    design: every network meets the same conv shares, so the parts separate exactly)."""
     X, r, names, gpu_of = [], [], [], []
     effect = {f"net{i}": 0.1 * (i - nets / 2) for i in range(nets)}
     for g in range(gpus):
         for n, e in effect.items():
-            conv = 0.3 + 0.15 * g + rng.uniform(0.0, 1e-9)
+            conv = 0.3 + 0.15 * (g // 2 if gpu_effect else g) + rng.uniform(0.0, 1e-9)
             x = features({"conv": conv, "bn": 1 - conv}, 100, False, True, 32)
             X.append(x)
-            r.append(slope * conv + e)
+            r.append(slope * conv + e + (gpu_effect if g % 2 else -gpu_effect))
             names.append(n)
             gpu_of.append(f"gpu{g}")
     return np.array(X), np.array(r), np.array(names), np.array(gpu_of), effect
@@ -71,6 +72,33 @@ def test_fit_finds_a_planted_network_effect_and_shrinks_it_by_the_gpus_that_saw_
         doc["networks"][network_key(str(names[0]), False)][0])
     # half and full precision are separate keys
     assert correction(doc, x, str(names[0]), True)[1] == "shape"
+
+
+def test_fit_finds_a_planted_gpu_effect_beside_the_network_effect():
+    X, r, names, gpus, effect = _planted(np.random.default_rng(4), gpu_effect=0.15)
+    doc = NetworkResidual(alpha=1e-6, shrink=1.0).fit(X, r, names, np.zeros(len(r), bool),
+                                                      gpus).to_dict()
+    # the network part is untouched by the GPU effect (it averages out over the GPUs) ...
+    centred = np.mean(list(effect.values()))
+    for n, e in effect.items():
+        assert doc["networks"][network_key(n, False)][0] == pytest.approx(
+            (e - centred) * 4 / 5, abs=1e-6)
+    # ... and each GPU keeps +-0.15 of what that part leaves, 6 networks' votes, shrunk by 6/7
+    for g in range(4):
+        got, votes = doc["gpus"][network_key(f"gpu{g}", False)]
+        assert votes == 6
+        left = (0.15 if g % 2 else -0.15) + np.mean(
+            [(e - centred) / 5 for e in effect.values()])
+        assert got == pytest.approx(left * 6 / 7, abs=1e-6)
+    x, name = X[1], str(names[1])
+    on_gpu, source = correction(doc, x, name, False, "gpu1")
+    elsewhere, other = correction(doc, x, name, False, "a-gpu-never-measured")
+    assert (source, other) == ("network+gpu", "network")
+    assert math.log(on_gpu) - math.log(elsewhere) == pytest.approx(
+        doc["gpus"][network_key("gpu1", False)][0])
+    assert correction(doc, x, "never-measured", False, "gpu1")[1] == "gpu"
+    # without GPU names the fit has no GPU part
+    assert NetworkResidual().fit(X, r, names, np.zeros(len(r), bool)).to_dict()["gpus"] == {}
 
 
 def test_one_gpu_counts_once_however_many_rows_it_has():
@@ -113,7 +141,8 @@ def test_a_forecast_says_which_residual_it_applied():
     out = forecast_network(measured, device="NVIDIA H100 80GB HBM3", batch_size=64,
                            optimizer="momentum", precision="fp32", framework="pytorch")
     res = out["network_residual"]
-    assert res["source"] == "network" and measured in res["reason"] and res["gpus"] >= 1
+    assert res["source"] == "network+gpu" and measured in res["reason"] and res["gpus"] >= 1
+    assert res["networks"] >= 1 and "H100 SXM5" in res["reason"]
     assert math.exp(-MAX_LOG) <= res["factor"] <= math.exp(MAX_LOG)
     # the layers' times and the step overhead add up to the corrected step
     layers = sum(e["ms"] for e in out["layers"])
@@ -124,10 +153,23 @@ def test_a_cpu_step_gets_no_residual_learned_on_gpus():
     out = forecast_network("resnet18", device="cpu", batch_size=4, optimizer="momentum",
                            precision="fp32", framework="pytorch")
     assert out["network_residual"] == {"factor": 1.0, "source": "none", "gpus": 0,
-                                       "reason": None}
+                                       "networks": 0, "reason": None}
     gpu = forecast_network("resnet18", device="NVIDIA A100-SXM4-40GB", batch_size=4,
                            optimizer="momentum", precision="fp32", framework="pytorch")
-    assert gpu["network_residual"]["source"] == "network"
+    assert gpu["network_residual"]["source"] == "network+gpu"
+
+
+def test_a_gpu_no_whole_network_benchmark_measured_gets_no_gpu_part():
+    """The A100 of torchvision_bench is the SXM4 40GB: its PCIe sibling is a catalog row of
+    its own and inherits nothing (module rule: the GPU part keys on the catalog name)."""
+    comp = default_predictor().framework_compositions_["pytorch"]
+    measured = {k.split("|")[0] for k in comp.residual_["gpus"]}
+    assert "A100 SXM4 40GB" in measured and "A100 PCIe 40GB" not in measured
+    out = forecast_network("resnet18", device="NVIDIA A100-PCIE-40GB", batch_size=4,
+                           optimizer="momentum", precision="fp32", framework="pytorch")
+    res = out["network_residual"]
+    assert res["source"] == "network" and res["networks"] == 0
+    assert res["reason"].endswith("no whole-network benchmark on A100 PCIe 40GB")
 
 
 def test_a_feature_outside_the_fitted_range_is_clipped_to_it():
