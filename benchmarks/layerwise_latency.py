@@ -17,7 +17,10 @@
   B new each time, after one warm-up: over the empty store opened the normal way, and
   (interleaved) without a store (the CLI's path when the store holds no history);
 * ``forecast_network``: the layerwise call alone in this process, array path and (interleaved)
-  the DataFrame path it replaces.
+  the DataFrame path it replaces;
+* ``machine reference``: a fresh ``python -c "import numpy"`` (interleaved), no jobcast code:
+  how fast this machine starts a process, so tables from different machines compare (added
+  2026-12-01, when the same commit's CLI measured 318 ms on one machine and 628 ms on another).
 
 Medians and p90 are reported (the machine drifts between processes); one ``-X importtime``
 run of the CLI says where its time goes.
@@ -100,6 +103,16 @@ def layerwise_once(batch: int, network: str, device: str, cache: Path) -> float:
     CPU["fresh"].append(_child_cpu() - cpu)
     if done.returncode != 0:
         raise SystemExit(f"layerwise forecast failed: {done.stderr[-2000:]}")
+    return wall
+
+
+def reference_once() -> float:
+    """Wall seconds of a fresh ``python -c "import numpy"`` (the machine reference)."""
+    start, cpu = time.perf_counter(), _child_cpu()
+    subprocess.run([sys.executable, "-c", "import numpy"], check=True, env=ENV,
+                   capture_output=True)
+    wall = time.perf_counter() - start
+    CPU["reference"].append(_child_cpu() - cpu)
     return wall
 
 
@@ -202,7 +215,10 @@ forecast of a process (the shipped trees and the zoo spec; `served` is the warm 
 Reading the table: the 0.5 s target is the wall of `jobcast predict` on a quiet machine. On a
 shared, loaded one (the load average above) the wall stretches with the other work; the CPU
 column and the interleaved runs of `--baseline-ref` (same machine, same minutes) are the fair
-comparison.
+comparison. Machines differ too: on 2026-11-26 this benchmark's machine ran the CLI in 318 ms
+and imported numpy in 35 ms; on 2026-12-01 (a slower, also 2-core machine; numpy 77 ms in
+the import table) commit `ba81ae0`, which differs from that one by two rules of pricing, took
+628 ms. Compare tables through the machine reference row, not across them.
 """
 
 
@@ -262,6 +278,7 @@ def main() -> None:
                                                   args.device, cache))
             times["fresh"].append(layerwise_once(batches.pop(), args.network, args.device,
                                                  cache))
+            times["reference"].append(reference_once())
             start = time.perf_counter()
             out = fc.forecast(JobRequest(batch_size=batches.pop(), **req))
             times["served"].append(time.perf_counter() - start)
@@ -279,7 +296,8 @@ def main() -> None:
             quick.forecast_fast = fast
         heavy = heavy_imports(args.network, args.device, store, cache)
     cpu = {"cli": CPU[f"{ROOT}:True"], "cli_src": CPU[f"{ROOT}:False"],
-           "cli_base": CPU[f"{base}:True"], "fresh": CPU["fresh"]}
+           "cli_base": CPU[f"{base}:True"], "fresh": CPU["fresh"],
+           "reference": CPU["reference"]}
     rows = [("cli: `jobcast predict` (fresh process, wall)", "cli"),
             ("cli, no bytecode cache (interleaved)", "cli_src"),
             (f"cli at `{args.baseline_ref}` (interleaved)", "cli_base"),
@@ -287,7 +305,9 @@ def main() -> None:
             ("served: `Forecaster.forecast` in process (empty store)", "served"),
             ("served without a store (the CLI's path here; interleaved)", "bare"),
             ("`forecast_network`, array path", "array"),
-            ("`forecast_network`, DataFrame path (interleaved)", "frame")]
+            ("`forecast_network`, DataFrame path (interleaved)", "frame"),
+            ('machine reference: `python -c "import numpy"` (fresh process, interleaved)',
+             "reference")]
     doc = ["# Layerwise forecast latency (known network, new batch size)\n\n",
            f"Command: `.venv/bin/python benchmarks/layerwise_latency.py --reps {args.reps}` "
            f"({args.network} on {args.device}, training step, a new batch size every call; "
