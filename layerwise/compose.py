@@ -175,8 +175,8 @@ class Composition(BaseEstimator):
             return np.ones(len(X)), ["none"] * len(X)
         feats = frame_features(X) if feats is None else feats
         half = X["precision"].map(is_half).to_numpy(bool)
-        gpus = catalog_names(X)
-        gpus = [None] * len(X) if gpus is None else gpus
+        names = catalog_names(X)
+        gpus: list[str | None] = [None] * len(X) if names is None else list(names)
         out = [correction(doc, f, str(n), bool(h), g)
                for f, n, h, g in zip(feats, X["network"], half, gpus, strict=True)]
         return np.array([o[0] for o in out]), [o[1] for o in out]
