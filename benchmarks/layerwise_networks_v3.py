@@ -409,6 +409,11 @@ the shipped rules of `layerwise.as_run.resolve` (the answer says what it assumed
   training step 5-7x its eval-mode forward, priced 3x; priced as measured, one network and
   one family out gain, one GPU out loses; not shipped): section 10
   (`benchmarks/layerwise_networks_v8.py`, 2026-12-01).
+- **The H100 left out, by network group** (plain convolution stacks at half precision are
+  priced 37-47 % too slow. The cause is neither the per-op rows nor cuDNN autotuning: batch
+  norm's training step is priced at a quarter of its cost, and it shares one scale with the
+  convolutions. The section also gives the plan for a lent GPU): section 11
+  (`benchmarks/layerwise_networks_v9.py`, 2026-12-01).
 - **Large per-GPU batch under AMP** (MLPerf ResNet-50 steps as upper bounds, the H100's
   batch scaling, the step per layer kind): `docs/layerwise-large-batch.md`
   (`benchmarks/layerwise_networks_v5.py`).
