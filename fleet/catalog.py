@@ -73,7 +73,8 @@ FORM_FACTORS = frozenset({"sxm", "pcie", "desktop", "mobile", "oam", "embedded"}
 
 __all__ = [
     "CATALOG_PATH", "FORM_FACTORS", "HW_KEYS", "CatalogError", "CatalogRowError", "GpuSpec",
-    "UnknownGpuError", "family_names", "on_catalog_change", "register_gpu", "unregister_gpu",
+    "UnknownGpuError", "catalog_name", "family_names", "on_catalog_change", "register_gpu",
+    "unregister_gpu",
     "gpu_members", "hardware_features", "known_gpus", "load_catalog", "lookup_key", "resolve_gpu",
     "roofline_features",
 ]
@@ -436,6 +437,15 @@ def resolve_gpu(name: str, path: str | Path = CATALOG_PATH) -> GpuSpec:
     """The catalog entry for ``name`` (any listed spelling, case and word order free); a
     family name gives the family's first row (``"V100"`` -> Tesla V100 SXM2 16GB)."""
     return gpu_members(name, path)[0]
+
+
+def catalog_name(name: str) -> str:
+    """The catalog's name of the GPU ``name`` (``NVIDIA H100 80GB HBM3`` -> ``H100 SXM5``);
+    ``name`` itself when the catalog does not know it."""
+    try:
+        return resolve_gpu(name).name
+    except UnknownGpuError:
+        return name
 
 
 def family_names(path: str | Path = CATALOG_PATH) -> list[str]:

@@ -245,19 +245,13 @@ class Composition(BaseEstimator):
 
 
 def catalog_names(X: pd.DataFrame) -> np.ndarray | None:
-    """Each row's GPU as the catalog names it (``hw_model``; a name the catalog does not
-    know is kept as written); None without a ``gpu`` column."""
+    """Each row's GPU as the catalog names it (:func:`fleet.catalog.catalog_name`, what a
+    forecast's ``hw_model`` holds); None without a ``gpu`` column."""
     if "gpu" not in X.columns:
         return None
-    from fleet.catalog import UnknownGpuError, resolve_gpu
+    from fleet.catalog import catalog_name
 
-    def name(gpu: str) -> str:
-        try:
-            return resolve_gpu(gpu).name
-        except UnknownGpuError:
-            return gpu
-
-    names = {g: name(g) for g in X["gpu"].astype(str).unique()}
+    names = {g: catalog_name(g) for g in X["gpu"].astype(str).unique()}
     return X["gpu"].astype(str).map(names).to_numpy()
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from fleet.catalog import UnknownGpuError, on_catalog_change, resolve_gpu
+from fleet.catalog import UnknownGpuError, catalog_name, on_catalog_change, resolve_gpu
 from fleet.framework import FRAMEWORKS
 from fleet.names import gpu_words
 from layerwise.errors import ForecastInputError, SavedPredictorError
@@ -67,10 +67,7 @@ DUAL_ISSUE_FP32 = ("8.6", "8.7", "8.9", "12.0", "12.1")
 @lru_cache(maxsize=1024)
 def chip_of(gpu: str) -> str:
     """The GPU chip a device name belongs to (``Tesla V100-PCIE-32GB`` -> ``v100``)."""
-    try:
-        words = gpu_words(resolve_gpu(gpu).name)
-    except UnknownGpuError:
-        words = gpu_words(gpu)
+    words = gpu_words(catalog_name(gpu))
     for word in words:
         if re.search(r"\d", word) and not re.fullmatch(r"\d+gb", word):
             return word

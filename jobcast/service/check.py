@@ -94,15 +94,6 @@ def span(seconds: float, tenths_below: float = 10.0) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def _gpu_name(accelerator: str | None) -> str | None:
-    if not accelerator:
-        return None
-    try:
-        return resolve_gpu(accelerator).name
-    except UnknownGpuError:
-        return accelerator
-
-
 def _boost_clock(accelerator: str | None) -> float | None:
     try:
         return float(resolve_gpu(accelerator).boost_clock_mhz) if accelerator else None
