@@ -25,11 +25,12 @@ residual corrects the step by a factor ``exp(c)``, ``c`` in log time. Rules:
   by ``m / (m + shrink)`` with ``m`` the networks: a GPU the whole-network benchmarks
   measured runs every network a little faster or slower than its layers and catalog row say
   (the RTX 2080 Ti of ``torchvision_bench`` runs faster: left out, it is priced about 16 %
-  too slow on every network, a host effect), and a new network on it inherits that. The GPU is the catalog's name (``hw_model``: one row, so
-  an A100 PCIe does not inherit the SXM4's); a GPU never measured gets none, as the GPU
-  left out of a leave-one-GPU-out split. Chosen after seeing the one-network-out and
-  one-family-out splits (``docs/layerwise-pytorch.md`` section 5); ``shrink`` is the network
-  part's, not tuned again.
+  too slow on every network, a host effect), and a new network on it inherits that. The
+  GPU is the catalog's name (``hw_model``: one row, so an A100 PCIe does not inherit the
+  SXM4's); a GPU never measured gets none, as the GPU left out of a leave-one-GPU-out split.
+  Chosen after seeing the one-network-out and one-family-out splits
+  (``docs/layerwise-pytorch.md`` section 5); ``shrink`` is the network part's, not tuned
+  again.
 * **No extrapolation of the fixed part**: each feature is first clipped to the range the
   fit saw (``low``, ``high`` in the saved form), so a network unlike any benchmarked one
   (a detection model, mostly ops with no kind and no gradient) gets at most the correction of
