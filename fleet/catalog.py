@@ -88,7 +88,7 @@ class UnknownGpuError(FleetError, KeyError):
     def __init__(self, name: str, suggestions: list[str], reason: str = ""):
         self.name = name
         self.suggestions = suggestions
-        reason = reason or f"not in the GPU catalog ({CATALOG_PATH.name})"
+        reason = self.reason = reason or f"not in the GPU catalog ({CATALOG_PATH.name})"
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
         super().__init__(f"unknown GPU {name!r}: {reason}.{hint}")
 
@@ -398,7 +398,25 @@ def _family_rows(index: _Index, words: list[str]) -> tuple[GpuSpec, ...]:
 
 def gpu_members(name: str, path: str | Path = CATALOG_PATH) -> tuple[GpuSpec, ...]:
     """The catalog rows ``name`` may denote (module rules): one for a GPU named exactly,
-    several (file order) for a family or part of one; raises :class:`UnknownGpuError`."""
+    several (file order) for a family or part of one; raises :class:`UnknownGpuError`.
+    Looked up once per spelling (blanks and case aside) until the catalog changes."""
+    found = _members(" ".join(str(name).split()).lower(), path)
+    if isinstance(found, UnknownGpuError):
+        raise UnknownGpuError(name, list(found.suggestions), found.reason)
+    return found
+
+
+@lru_cache(maxsize=4096)
+def _members(text: str, path: str | Path) -> tuple[GpuSpec, ...] | UnknownGpuError:
+    """:func:`gpu_members` of a normalised spelling, or the error saying why there are none
+    (its suggestions cost a difflib search of every name: once per spelling, not per run)."""
+    try:
+        return _find_members(text, path)
+    except UnknownGpuError as exc:
+        return exc.with_traceback(None)
+
+
+def _find_members(name: str, path: str | Path) -> tuple[GpuSpec, ...]:
     index = _indexes(path)
     key = lookup_key(name)
     found = index.exact.get(key) or index.unordered.get(unordered_key(name))
@@ -484,6 +502,7 @@ def on_catalog_change(clear: Callable[[], object]) -> Callable[[], object]:
 def _changed() -> None:
     load_catalog.cache_clear()
     _indexes.cache_clear()
+    _members.cache_clear()
     for clear in tuple(_ON_CHANGE):
         clear()
 

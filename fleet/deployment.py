@@ -25,6 +25,7 @@ from typing import NamedTuple
 from fleet.errors import DeploymentError
 from fleet.identity import GpuIdentity, gpu_identity
 from fleet.interconnect import Interconnect, resolve_interconnect, split_link_words
+from fleet.names import without_note
 
 _KEY = re.compile(r"([a-z0-9-]+)-x(\d+)(?:-n(\d+))?")
 _COUNTED = re.compile(r"(\d+)\s*[x×]\s*(.+)", flags=re.I)
@@ -93,7 +94,7 @@ class Deployment:
             nodes, per_node, name = 1, int(m.group(1)), m.group(2)
         else:
             nodes, per_node, name = 1, 1, text
-        words, link, network = split_link_words(name.split())
+        words, link, network = split_link_words(without_note(name).split())
         if not words:
             raise DeploymentError(f"deployment {text!r} names no accelerator")
         return cls(_without_link_only_pcie(words), per_node, nodes, link, network)
@@ -159,8 +160,13 @@ def family_matches(asked: str | Deployment, stored: Iterable[str]) -> list[Famil
        member of that family (a stored family key: whose members all are), ordered by the
        catalog's order of their GPU, with ``how == "family: asked 'V100', history has
        'V100-SXM2-16GB'"``;
-    3. nothing else: never another count or node count, never another GPU (an exact GPU
-       without exact history matches nothing), never an accelerator the catalog does not
+    3. else, when ``asked`` names one GPU (``"8x Tesla V100-SXM2-16GB"``): the stored keys
+       with the same accelerators per node and nodes whose GPU is a family that GPU belongs to
+       (history a description filed as ``"Tesla V100"``), ``how == "family: asked
+       'V100-SXM2-16GB', history has its family 'V100'"``: one identity both ways, so a
+       named system's history is never lost over how its GPU is spelled;
+    4. nothing else: never another count or node count, never another GPU (a GPU without
+       exact or family history matches nothing), never an accelerator the catalog does not
        know.
 
     ``asked`` is a key, a free form or a :class:`Deployment`; stored keys that do not parse
@@ -176,8 +182,10 @@ def family_matches(asked: str | Deployment, stored: Iterable[str]) -> list[Famil
             continue
     exact = [FamilyMatch(text, "exact") for text, dep in parsed.items() if dep.key == key]
     wanted = want.identity
-    if exact or not wanted.is_family:
+    if exact or not wanted.known:
         return exact
+    if not wanted.is_family:
+        return _families_of(want, parsed)
     family = set(wanted.members)
     rank = {spec.name: i for i, spec in enumerate(wanted.members)}
     found = []
@@ -188,4 +196,24 @@ def family_matches(asked: str | Deployment, stored: Iterable[str]) -> list[Famil
         if set(have.members) <= family:
             how = f"family: asked {wanted.label!r}, history has {have.label!r}"
             found.append((min(rank[s.name] for s in have.members), text, FamilyMatch(text, how)))
+    return [match for _, _, match in sorted(found)]
+
+
+# How a rule-3 match ends (:func:`family_matches`): the asked GPU is a member of history's
+FAMILY_OF_ASKED = " (a member)"
+
+
+def _families_of(want: Deployment, parsed: dict[str, Deployment]) -> list[FamilyMatch]:
+    """Rule 3 of :func:`family_matches`: stored family keys that ``want``'s one GPU is a
+    member of, with its counts, the most specific family first."""
+    gpu = want.identity.members[0]
+    found = []
+    for text, dep in parsed.items():
+        have = dep.identity
+        if (dep.per_node, dep.nodes) != (want.per_node, want.nodes) or not have.is_family:
+            continue
+        if gpu in have.members:
+            how = (f"family: asked {want.identity.label!r}, history has its family "
+                   f"{have.label!r}{FAMILY_OF_ASKED}")
+            found.append((len(have.members), text, FamilyMatch(text, how)))
     return [match for _, _, match in sorted(found)]

@@ -3,7 +3,9 @@
 Rules, in order:
 
 1. lower-case; a brand glued to the model (``QuadroP2000``, ``TeslaV100``) is split off;
-2. ``Max-Q``, ``MaxQ``, ``with Max-Q Design`` become the word ``maxq``; ``Laptop GPU``,
+2. an architecture followed by ``GPU`` (``Blackwell GPU (B200-SXM-180GB)``) and ``Tensor Core
+   GPU`` (``H100 NVL Tensor Core GPU``) are dropped;
+   ``Max-Q``, ``MaxQ``, ``with Max-Q Design`` become the word ``maxq``; ``Laptop GPU``,
    ``Laptop`` and ``Mobile`` become ``mobile`` (laptop parts are their own catalog entries);
 3. split on anything but letters, digits and dots; drop marketing words that do not tell two
    parts apart (:data:`NOISE_WORDS`), filler words (:data:`FILLER_WORDS`) and vendor names;
@@ -35,6 +37,10 @@ _SINGLE = frozenset({"maxq", "mobile"})
 
 # Brand words glued to a model number: "quadrop2000" -> "quadro p2000".
 _GLUED_BRAND = re.compile(r"\b(nvidia|tesla|quadro|geforce)(?=[a-z]{0,4}\d)")
+# "NVIDIA Blackwell GPU (B200-SXM-180GB)" (MLPerf v5.0 descriptions): an architecture
+# followed by "GPU" names no part; "RTX PRO 6000 Blackwell" keeps its word
+_ARCH_GPU = re.compile(r"\b(?:blackwell|hopper|ampere|volta|turing|ada lovelace)\s+gpu\b"
+                       r"|\btensor\s+core\s+gpu\b")  # "H100 NVL Tensor Core GPU"
 _MAXQ = re.compile(r"\b(?:with\s+)?max[\s_-]*q(?:\s+design)?\b")
 _MOBILE = re.compile(r"\b(?:laptop(?:\s+gpu)?|mobile)\b")
 _MEMORY = re.compile(r"(\d+(?:\.\d+)?)gb")
@@ -81,7 +87,7 @@ def gpu_words(name: str) -> list[str]:
     ``"NVIDIA GeForce RTX 3080 Laptop GPU"`` -> ``[rtx, 3080, mobile]``.
     """
     text = str(name).strip().lower()
-    text = _GLUED_BRAND.sub(r"\1 ", text)
+    text = _ARCH_GPU.sub(" ", _GLUED_BRAND.sub(r"\1 ", text))
     text = _MAXQ.sub(" maxq ", text)
     text = _MOBILE.sub(" mobile ", text)
     words: list[str] = []
@@ -98,6 +104,23 @@ def gpu_words(name: str) -> list[str]:
             continue
         words.append(word)
     return words
+
+
+_NOTE = re.compile(r"\s*\(([^)]*)\)\s*$")
+
+
+def without_note(name: str) -> str:
+    """A GPU name without its trailing parenthesised note (``"NVIDIA A100-SXM4-40GB
+    (400W)"``, ``"H100 NVL Tensor Core GPU (PCIe)"``); where the name outside the note names
+    no part, the note is the part: ``"NVIDIA Blackwell GPU (B200-SXM-180GB)"`` ->
+    ``"NVIDIA Blackwell GPU B200-SXM-180GB"`` (as MLPerf v5.0 descriptions write it)."""
+    m = _NOTE.search(name)
+    if not m:
+        return name.strip()
+    outside = name[:m.start()].strip()
+    if not gpu_words(outside) and gpu_words(m.group(1)):
+        return f"{outside} {m.group(1).strip()}".strip()
+    return outside
 
 
 def accelerator_slug(name: str) -> str:

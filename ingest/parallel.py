@@ -230,7 +230,8 @@ class _Writer:
                                 f"the store refused: {reason}")
                 continue
             if file_id is None:  # another writer stored the same content meanwhile
-                first = firsts.get(parsed.content_hash, "(another ingest)")
+                first = firsts.get(parsed.content_hash) or parsed.rows[0].get(  # its jobs'
+                    "duplicate_of", "(another ingest)")  # (ingest.job_identity)
                 self.finish(parsed.source, "duplicate", first)
             else:
                 first = parsed.source

@@ -29,6 +29,7 @@ from fleet.deprecation import renamed_property
 from ingest.errors import StoreError
 from ingest.events import ParsedRun, StorableFile
 from ingest.home import default_store_url, ensure_home
+from ingest.job_identity import drop_stored_jobs
 from ingest.migrations import SchemaVersionError, ensure_head
 
 BUSY_WAIT_S = 120.0  # how long a write waits out other writers before it fails
@@ -121,8 +122,7 @@ artifacts = sa.Table(
     sa.Column("fitted_at", sa.Float, nullable=False),
 )
 
-# re-exported: SchemaVersionError (a store at another revision, a StoreError), StoreError
-__all__ = ["SchemaVersionError", "StoreError"]
+__all__ = ["SchemaVersionError", "StoreError"]  # re-exported (SchemaVersionError: a StoreError)
 
 
 def store_url(url: str | None = None) -> str:
@@ -223,7 +223,9 @@ class Store:
             time.sleep(delay * (0.5 + random.random()))
             delay = min(2 * delay, 1.0)
 
-    def runs(self, network: str | None = None, deployment: str | None = None) -> list[StoredRun]:
+    def runs(self, network: str | None = None, deployment: str | None = None, *,
+             where: sa.ColumnElement[bool] | None = None) -> list[StoredRun]:
+        """Runs by source and index; of one network, deployment, SQL ``where`` if given."""
         query = (
             sa.select(runs, files.c.source, files.c.content_hash, files.c.format)
             .join(files, runs.c.file_id == files.c.id)
@@ -233,6 +235,8 @@ class Store:
             query = query.where(runs.c.network == network)
         if deployment:
             query = query.where(runs.c.deployment == deployment)
+        if where is not None:
+            query = query.where(where)
         with self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
         return [
@@ -544,11 +548,11 @@ def _insert_ignoring_hash(conn: Connection):
 
 def _write_files(conn: Connection, prepared: list[_Prepared]) -> list[int | None]:
     """Insert the prepared files (new content only), their runs and segments; file id per
-    item, None for content already stored."""
+    item, None for content already stored or holding only jobs already stored (job_identity)."""
     firsts: dict[str, int] = {}
     for i, (file_row, _) in enumerate(prepared):
         firsts.setdefault(file_row["content_hash"], i)
-    order = sorted(firsts, key=str)
+    order = sorted(set(firsts) - drop_stored_jobs(conn, prepared, runs, files), key=str)
     stmt = _insert_ignoring_hash(conn)
     if stmt is None:  # other dialects: check, then insert (a race is retried by add_files)
         known = set(conn.execute(sa.select(files.c.content_hash)

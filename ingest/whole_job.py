@@ -13,7 +13,8 @@ Rules
   ``submit``/``start``/``end`` (unix seconds or None), ``gpus`` (in all), ``gpu_type`` (as the
   site names it, or None), ``nodes``, and where known ``node_list``, ``array_job``,
   ``array_task``, ``submit_line`` (cut to :data:`MAX_TEXT` characters), ``cluster``,
-  ``namespace``, ``pods``.
+  ``namespace``, ``pods``, and ``ident`` (Slurm: the job's own identity,
+  :func:`ingest.job_identity.job_identity`; such a job is stored once whatever file holds it).
 * Only ``completed`` jobs are finished (:func:`finished`); failed, cancelled, timed-out,
   preempted (and every other state) are stored with their state and never fitted as if they
   had finished.
@@ -24,13 +25,15 @@ Rules
   so per-step runs ingested with ``--system KEY`` are the same job's history.
 * The run's ``network`` is ``--network`` where given, else the key (the scheduler does not
   know the network); its ``batch_size`` is ``--batch-size`` or 0 (unknown); its deployment
-  the GPU model by the fleet catalog's name (:func:`gpu_deployment`); where the site names no
+  the GPU model by the fleet catalog's name (:func:`gpu_deployment`: the site's type through
+  its GPU alias file, the catalog and scheduler spellings, :mod:`fleet.site_aliases`; a type
+  none resolves is kept as named, with a warning saying how to map it); where the site names no
   GPU type, ``meta["deployment_key"]`` is ``gpu-x<n>`` (``--deployment`` names it); a job
   without GPUs runs on ``cpu``.
 * Checks before storing (:func:`check_whole_job`, called by ``ingest.pipeline.check_run``):
-  a known state, seconds finite in [0, :data:`MAX_JOB_SECONDS`] (above 0 when finished),
-  plausible times with end >= start, whole counts in range, names as the store's columns
-  allow, a trace of at most :data:`MAX_TRACE_POINTS` finite points per series.
+  a known state, plausible times with end >= start, seconds finite in
+  [0, :data:`MAX_JOB_SECONDS`] (above 0 when finished), whole counts in range, names as the
+  store's columns allow, a trace of at most :data:`MAX_TRACE_POINTS` finite points per series.
 """
 
 from __future__ import annotations
@@ -42,8 +45,10 @@ from typing import TYPE_CHECKING, TypeGuard
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
 from fleet.deployment import Deployment
+from fleet.site_aliases import how_to_map, resolve_site_gpu
 from ingest.errors import IngestOptionError
 from ingest.events import ParsedRun, ParseError
+from ingest.home import data_home
 
 if TYPE_CHECKING:
     from ingest.store import Store
@@ -142,9 +147,13 @@ def gpu_deployment(gpus: int, nodes: int, gpu_type: str | None
                    ) -> tuple[Deployment | None, str | None, list[str]]:
     """(deployment, deployment key when there is no deployment, notes) of a job.
 
-    The GPU model by the catalog's name where it knows the site's type; a type it does not
-    know is kept as the site names it; no type: no deployment and key ``gpu-x<n>``; no GPUs:
-    ``cpu``. GPUs not evenly spread over the nodes count as one node's.
+    The GPU model by the catalog's name where the site's type resolves
+    (:func:`fleet.site_aliases.resolve_site_gpu`: the site's alias file, the catalog, a
+    scheduler's memory suffix such as ``a100_80``); a type that does not (unknown, or
+    ambiguous such as ``rtx30``) is kept as the site names it, with a note that says how to map
+    it; no type: no deployment and key ``gpu-x<n>``; no GPUs: ``cpu``. GPUs not evenly spread
+    over the nodes count as one node's. A bad alias file raises
+    :class:`~fleet.site_aliases.SiteAliasError`.
     """
     notes: list[str] = []
     nodes = max(1, int(nodes or 1))
@@ -162,10 +171,12 @@ def gpu_deployment(gpus: int, nodes: int, gpu_type: str | None
                      "to name the GPU model")
         return None, key, notes
     try:
-        name = resolve_gpu(gpu_type).name
-    except UnknownGpuError:
+        name = resolve_site_gpu(gpu_type, data_home()).name
+    except UnknownGpuError as exc:
         name = gpu_type
-        notes.append(f"GPU type {gpu_type!r} is not in the fleet catalog; kept as named")
+        why = str(exc).split(": ", 1)[-1].rstrip(".")
+        notes.append(f"GPU type {gpu_type!r} is not resolved ({why}); stored as named: "
+                      + how_to_map(gpu_type, data_home()))
     return Deployment(name, per_node, nodes), None, notes
 
 
@@ -208,16 +219,16 @@ def whole_job_problem(run: ParsedRun) -> str | None:
     state, seconds = record.get("state"), record.get("seconds")
     if state not in STATES:
         return f"unknown job state {state!r}"
-    if not _finite(seconds) or not 0 <= seconds <= MAX_JOB_SECONDS:
-        return f"wall time {seconds!r} s (want 0 .. {MAX_JOB_SECONDS / 86400:.0f} days)"
-    if state == FINISHED and seconds <= 0:
-        return "a completed job with no wall time"
     for name in ("submit", "start", "end"):
         if not _time_ok(record.get(name)):
             return f"{name} time {record.get(name)!r} (want unix seconds in 1990 .. 2100)"
     start, end = record.get("start"), record.get("end")
     if start is not None and end is not None and end < start:
         return f"ends ({end}) before it starts ({start})"
+    if not _finite(seconds) or not 0 <= seconds <= MAX_JOB_SECONDS:
+        return f"wall time {seconds!r} s (want 0 .. {MAX_JOB_SECONDS / 86400:.0f} days)"
+    if state == FINISHED and seconds <= 0:
+        return "a completed job with no wall time"
     for name, high in (("gpus", MAX_GPUS), ("nodes", 1_000_000)):
         value = record.get(name)
         if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high):
@@ -281,6 +292,8 @@ class WholeJobRun:
     job_id: str
     trace: dict | None = None
     ident: str = ""  # the scheduler's own identity of the job (cluster and id)
+    network: str = ""  # the stored run's network (``--network``, else the key)
+    batch_size: int = 0  # the stored run's batch size (``--batch-size``, else 0: unknown)
 
     @property
     def finished(self) -> bool:
@@ -294,10 +307,13 @@ class WholeJobRun:
 
 
 def whole_job_runs(store: Store, key: str | None = None) -> list[WholeJobRun]:
-    """Every whole-job run in ``store`` (of one ``key`` if given), oldest first."""
+    """Every whole-job run in ``store`` (of one ``key`` if given), oldest first.
+
+    With a ``key``, only rows that may hold it are read (:func:`_stored_runs`): one job's
+    history is read without decoding the rest of a cluster's."""
     out = []
     wanted = normal_key(key) if key else None
-    for run in store.runs():
+    for run in _stored_runs(store, wanted):
         record = run.meta.get("whole_job") if isinstance(run.meta, dict) else None
         if not isinstance(record, dict):
             continue
@@ -311,9 +327,32 @@ def whole_job_runs(store: Store, key: str | None = None) -> list[WholeJobRun]:
             gpus=int(record.get("gpus") or 0),
             accelerator=_accelerator_of(run.deployment), name=str(record.get("name") or ""),
             job_id=str(record.get("job_id") or ""), trace=run.meta.get("trace"),
+            network=run.network or "", batch_size=int(run.batch_size or 0),
             ident=(run.source.split("#", 1)[0] + "#" if record.get("scheduler") == "kubernetes"
                    else f"slurm:{record.get('cluster') or ''}:") + str(record.get("job_id"))))
     return _latest_records(out)
+
+
+def _stored_runs(store: Store, wanted: str | None) -> list:
+    """The store's runs that may be whole-job runs (of the job key ``wanted``): a SQL filter
+    on the run's JSON ``meta`` text, a superset the caller checks exactly. Its ``"system"``
+    (the key, or ``--system``), ``"key"`` or the ``network`` column holds the key's words in
+    order (any blanks between, any case); a key that is not ASCII (escaped in the JSON) reads
+    every whole-job run."""
+    import json
+
+    import sqlalchemy as sa
+
+    from ingest.store import runs as table
+
+    where = [table.c.meta.contains('"whole_job"', autoescape=True)]
+    if wanted and wanted.isascii():
+        words = "%".join(w.replace("/", "//").replace("%", "/%").replace("_", "/_")
+                         for w in json.dumps(wanted)[1:-1].split())
+        where.append(sa.or_(table.c.network == wanted,
+                            *(table.c.meta.ilike(f'%"{field}": "{words}"%', escape="/")
+                              for field in ("system", "key"))))
+    return store.runs(where=sa.and_(*where))
 
 
 _RANK = {FINISHED: 3, "running": 0, "pending": 0, "suspended": 0}

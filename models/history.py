@@ -10,16 +10,21 @@ Rules
   deployment, readable variant and system meta) and its train phase has iterations > 0 and
   seconds > 0; other runs are left out (the fit's report names them).
 * ``train_*`` / ``test_*``: the sums of the run's segments of that phase (0 when none).
-* ``wall_seconds``: the run's time from start to stop as the log states it: MLPerf's
-  ``run_start`` -> ``run_stop``; else the latest segment end minus the earliest segment start
-  where the log times its segments; else the sum of its segments. Never below the sum of its
-  segments' seconds less 1 % (a log whose marks disagree that much gets the sum).
+* ``wall_seconds``: **the user's clock**, the run's time from start to stop as its own
+  records state it: MLPerf's ``run_start`` -> ``run_stop``; else the latest segment end minus
+  the earliest segment start where the log times its segments; else the sum of its
+  segments. Evaluation that ran beside training (asynchronous evals) is inside the wall, never
+  added to it: the wall may be below train + evaluation seconds. Only a wall below the
+  training seconds alone less 1 % (marks that contradict the log's own training segments) is
+  not a clock: the run then gets the sum of its segments.
 * ``init_seconds``: the start-up before the run's timed part (MLPerf ``init_start`` ->
   ``run_start``, ``meta["init_seconds"]``), NaN when the log does not say.
 * ``evals``: the run's test segments (evaluation passes); ``overlap_seconds``: evaluation
   time that ran while training went on (``meta["eval_overlap_seconds"]``: NVIDIA's
-  detection and UNet3D code evaluates asynchronously), 0 when the log does not say;
+  detection and UNet3D code evaluates asynchronously), at least what the wall implies
+  (train + evaluation - wall), never more than the evaluation seconds;
   ``gap_seconds``: wall less train and the evaluation time outside training, at least 0.
+  So the phases are a breakdown of the wall: train + (test - overlap) + gap = wall.
 * ``stack_key``/``stack``: :func:`models.dataset.stack_key` and the stack as logged;
   ``variant``: the canonical key; ``system``: ``""`` when unknown.
 """
@@ -49,7 +54,8 @@ def _finite(value: object) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _wall(meta: Mapping, phases: dict[str, dict], total: float) -> float:
+def _wall(meta: Mapping, phases: dict[str, dict], train: float, total: float) -> float:
+    """The run's wall clock (module rules): its own start/stop records, not a sum of phases."""
     start, stop = _finite(meta.get("run_start")), _finite(meta.get("run_stop"))
     if start is not None and stop is not None and stop > start:
         wall = stop - start
@@ -57,7 +63,23 @@ def _wall(meta: Mapping, phases: dict[str, dict], total: float) -> float:
         firsts = [p["first_start"] for p in phases.values() if p.get("first_start") is not None]
         lasts = [p["last_end"] for p in phases.values() if p.get("last_end") is not None]
         wall = (max(lasts) - min(firsts)) if firsts and lasts else total
-    return wall if wall >= 0.99 * total else total
+    return wall if wall >= 0.99 * train else total
+
+
+def run_clock(meta: Mapping, phases: dict[str, dict]) -> tuple[float | None, str]:
+    """(wall seconds, state) of any stored run, as ``jobcast runs`` shows it: a scheduler's
+    whole-job run its recorded seconds and state (``ingest.whole_job``); a run with segments
+    its wall clock (module rules) and ``completed``, or ``partial`` where the parser marked
+    it truncated; None without either."""
+    record = meta.get("whole_job") if isinstance(meta, Mapping) else None
+    if isinstance(record, Mapping):
+        return _finite(record.get("seconds")), str(record.get("state") or "")
+    train, test = phases.get("train", {}), phases.get("test", {})
+    t_s = float(train.get("seconds") or 0)
+    total = t_s + float(test.get("seconds") or 0)
+    if not (total > 0 and math.isfinite(total)):
+        return None, ""
+    return _wall(meta, phases, t_s, total), "partial" if meta.get("truncated") else "completed"
 
 
 def summarise(run: StoredRun, phases: dict[str, dict]) -> dict | None:
@@ -74,9 +96,10 @@ def summarise(run: StoredRun, phases: dict[str, dict]) -> dict | None:
     if not (t_it > 0 and t_s > 0 and math.isfinite(t_it) and math.isfinite(t_s)):
         return None
     e_s = float(test.get("seconds") or 0)
-    wall = _wall(meta, phases, t_s + e_s)
+    wall = _wall(meta, phases, t_s, t_s + e_s)
     init = _finite(meta.get("init_seconds"))
-    overlap = min(max(_finite(meta.get("eval_overlap_seconds")) or 0.0, 0.0), e_s)
+    stated = max(_finite(meta.get("eval_overlap_seconds")) or 0.0, 0.0)
+    overlap = min(max(stated, t_s + e_s - wall), e_s)
     stack = software_stack(run.stack)
     return {
         "run_id": run.id, "source": run.source, "network": run.network,

@@ -22,15 +22,19 @@ PRIOR_PATH = Path(__file__).resolve().parent / "data" / "selector_prior.json"
 
 # Relation fields, finest level first; every level ends with the candidate kind.
 LEVELS: tuple[tuple[str, ...], ...] = (
-    ("kind", "target", "system", "batch", "variant", "stack", "runs", "gpu", "devices", "age"),
-    ("kind", "target", "system", "batch", "stack", "runs", "devices", "age"),
-    ("kind", "system", "batch", "runs", "devices", "age"),
-    ("kind", "system", "batch", "devices", "age"),
-    ("kind", "system", "batch", "devices"),
+    ("kind", "target", "system", "batch", "lengths", "variant", "stack", "runs", "gpu",
+     "devices", "age"),
+    ("kind", "target", "system", "batch", "lengths", "stack", "runs", "devices", "age"),
+    ("kind", "system", "batch", "lengths", "runs", "devices", "age"),
+    ("kind", "system", "batch", "lengths", "devices", "age"),
+    ("kind", "system", "batch", "lengths", "devices"),
     ("kind", "devices"),
     ("kind",),
     (),
 )
+# Runs whose longest is this many times their shortest differ in length ("varied"): runs
+# that train to a target accuracy (MLPerf UNet3D's differ 3x), where a mean rate misleads
+LENGTH_SPREAD = 1.1
 # The ranking (expected error) reads the levels without ``age``: how old history is widens
 # every candidate's interval alike, and its rare buckets are too thin to reorder the kinds
 # (on the reference backtest the ranking with age was no better: 0.474 % against 0.475 %).
@@ -52,7 +56,10 @@ class Relation:
     stacks that could answer, ``none`` where stacks do not apply; ``runs``: a bucket of the
     runs behind it (``1``, ``2``, ``3-5``, ``6+``, ``0`` for none); ``gpu``: ``exact``,
     ``family`` (a less specific name matched its family) or ``none``; ``target``: the phase
-    forecast (``train``, ``test``, ``job``); ``age``: how old the newest run behind it is
+    forecast (``train``, ``test``, ``job``); ``lengths``: ``varied`` where the runs behind it
+    and the job asked differ in training iterations (:func:`lengths_bucket`), else ``same``;
+    ``age``: how old
+    the newest run behind it is
     when the forecast is made (:func:`age_bucket`: ``days``, ``weeks``, ``months``, ``older``;
     ``unknown`` for undated history, ``none`` without history).
     """
@@ -67,6 +74,7 @@ class Relation:
     gpu: str = "exact"
     devices: str = "1"
     age: str = "unknown"
+    lengths: str = "same"
 
     def as_dict(self) -> dict[str, str]:
         """The relation's fields as a dict (the selector's cell keys)."""
@@ -96,6 +104,13 @@ def devices_bucket(n: int) -> str:
     return "1" if n <= 1 else ("2-8" if n <= 8 else "9+")
 
 
+def lengths_bucket(iterations: Sequence[float]) -> str:
+    """The ``lengths`` relation of the runs behind a candidate: ``varied`` where the longest
+    is :data:`LENGTH_SPREAD` times the shortest or more, else ``same``."""
+    its = [float(x) for x in iterations if x is not None and math.isfinite(float(x)) and x > 0]
+    return "varied" if len(its) >= 2 and max(its) >= LENGTH_SPREAD * min(its) else "same"
+
+
 def runs_bucket(n: int) -> str:
     """The ``runs`` relation of ``n`` runs."""
     if n <= 0:
@@ -119,6 +134,23 @@ class Cell:
         """``[n, mean_abs, q_low, q_high, bias]``: the cell as stored in JSON."""
         return [self.n, self.mean_abs, self.q_low, self.q_high, self.bias]
 
+    @classmethod
+    def of(cls, errors: Sequence[float], tail: float) -> Cell:
+        """The cell of signed log ``errors`` (at least one), quantiles at ``tail`` and
+        ``1 - tail`` (linear between order statistics, as numpy's default)."""
+        e = sorted(float(x) for x in errors)
+        n = len(e)
+        return cls(n, sum(abs(x) for x in e) / n, _quantile(e, tail), _quantile(e, 1 - tail),
+                   sum(e) / n)
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of sorted values (numpy's ``linear`` method)."""
+    at = q * (len(ordered) - 1)
+    lo = math.floor(at)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (at - lo)
+
 
 @dataclass(frozen=True)
 class Judgement:
@@ -130,10 +162,21 @@ class Judgement:
     high_factor: float
     cell: str
     n: int
+    bias: float = 0.0  # the cell's mean signed log error ln(actual / forecast)
 
     def expected_percent(self) -> float:
         """The expected error as a percentage of the forecast: ``100 (e^expected - 1)``."""
         return 100.0 * math.expm1(self.expected)
+
+
+def cell_judgement(used: Cell, name: str, expected: float) -> Judgement:
+    """The judgement a cell gives (``models.selector`` rules): its quantiles widened by
+    ``1 + 1 / sqrt(n)``, never narrower than +-:data:`MIN_SCALE`."""
+    widen = 1.0 + 1.0 / math.sqrt(max(used.n, 1))
+    # the forecast is multiplied by exp(error): its low end by the low quantile
+    low = min(used.q_low * widen, -MIN_SCALE)
+    high = max(used.q_high * widen, MIN_SCALE)
+    return Judgement(float(expected), math.exp(low), math.exp(high), name, used.n, used.bias)
 
 
 def _key(values: Mapping[str, Any], level: Sequence[str]) -> str:
@@ -180,6 +223,7 @@ class SelectorCells:
         rel = relation.as_dict() if isinstance(relation, Relation) else dict(relation)
         rel.setdefault("age", "unknown")
         rel.setdefault("devices", "1")
+        rel.setdefault("lengths", "same")
         cells = self._cells(rel)
         ranked = self._cells(rel, RANK_LEVELS)
         if not cells or not ranked:
@@ -189,11 +233,23 @@ class SelectorCells:
         for cell in coarse_first[1:]:  # coarse to fine, each shrunk toward its parent
             expected = (cell.n * cell.mean_abs + self.shrink * expected) / (cell.n + self.shrink)
         name, used = next(((k, c) for k, c in cells if c.n >= self.min_count), cells[-1])
-        widen = 1.0 + 1.0 / math.sqrt(max(used.n, 1))
-        # the forecast is multiplied by exp(error): its low end by the low quantile
-        low = min(used.q_low * widen, -MIN_SCALE)
-        high = max(used.q_high * widen, MIN_SCALE)
-        return Judgement(float(expected), math.exp(low), math.exp(high), name, used.n)
+        return cell_judgement(used, name, float(expected))
+
+    @property
+    def tail(self) -> float:
+        """The error quantile each end of an interval is read at (module rules)."""
+        return max(1.0 - self.coverage - self.slack, 0.0) / 2.0
+
+    def with_own(self, judged: Judgement | None, errors: Sequence[float], cell: str
+                 ) -> Judgement:
+        """A candidate's judgement from its own backtest ``errors`` (a recurring job's
+        rolling forecasts of its own runs): the interval from their quantiles, the expected
+        error theirs shrunk toward ``judged``'s (the selector's, when it has one) with weight
+        ``shrink``, as a fine cell is toward its parent."""
+        own = Cell.of(errors, self.tail)
+        expected = own.mean_abs if judged is None else (
+            (own.n * own.mean_abs + self.shrink * judged.expected) / (own.n + self.shrink))
+        return cell_judgement(own, cell, expected)
 
     # -- persistence -----------------------------------------------------------------
 
@@ -211,9 +267,19 @@ class SelectorCells:
         sel.kinds_ = list(data.get("kinds", []))
         return sel
 
+    def _blend(self, mine: Sequence[float], prior: Sequence[float]) -> list[float]:
+        """A cell both hold: this one's shrunk toward the prior's with weight ``shrink``
+        (module rules); its count is this one's plus ``shrink``."""
+        own, other = Cell(int(mine[0]), *mine[1:]), Cell(int(prior[0]), *prior[1:])
+        k = min(self.shrink, other.n)
+        w = own.n / (own.n + k)
+        return Cell(own.n + int(k), *(w * a + (1 - w) * b for a, b in zip(
+            (own.mean_abs, own.q_low, own.q_high, own.bias),
+            (other.mean_abs, other.q_low, other.q_high, other.bias), strict=True))).as_list()
+
     def combine(self, prior: SelectorCells | None) -> SelectorCells:
-        """This selector's cells, with the prior's filling the cells this one lacks or
-        holds fewer than ``min_count`` errors in (module rules)."""
+        """This selector's cells with the prior's: a cell only one holds is that one's, a
+        cell both hold this one's shrunk toward the prior's (module rules)."""
         if prior is None:
             return self
         out = type(self)(**self.get_params())
@@ -222,8 +288,7 @@ class SelectorCells:
             mine, theirs = self.cells_.get(name, {}), prior.cells_.get(name, {})
             merged = dict(theirs)
             for key, raw in mine.items():
-                if raw[0] >= self.min_count or key not in theirs:
-                    merged[key] = raw
+                merged[key] = raw if key not in theirs else self._blend(raw, theirs[key])
             out.cells_[name] = merged
         out.n_ = self.n_ + prior.n_
         out.kinds_ = sorted(set(self.kinds_) | set(prior.kinds_))

@@ -8,6 +8,11 @@ Rules
 -----
 * Only finished runs (state ``completed``) with a positive wall time are fitted; the others
   are counted in ``skipped_``.
+* Per (key, deployment) only the newest ``max_runs`` (:data:`MAX_RUNS`, 200) finished runs
+  in time order are fitted; the older ones are counted (``GroupFit.runs``) but not used. A
+  recurring job's next run follows its recent runs (a new stack, other nodes), and this
+  keeps a year of a cluster's history (tens of thousands of runs of one job) bounded in
+  time and memory: Theil-Sen's pairwise slopes are ``max_runs**2 / 2``, never ``n**2``.
 * Per (key, deployment), on log seconds ``y_i`` at times ``t_i`` (the run's start, in days):
   the **trend** is Theil-Sen's slope, used when ``trend="auto"`` and at least
   ``min_trend_runs`` timed runs give a slope whose ``coverage`` confidence interval excludes 0
@@ -28,6 +33,7 @@ Rules
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -39,6 +45,8 @@ from sklearn.base import BaseEstimator
 
 from ingest.whole_job import WholeJobRun, deployment_identity, normal_key, whole_job_runs
 from models.errors import ModelError
+
+MAX_RUNS = 200  # the newest finished runs of a (key, deployment) that are fitted (module doc)
 
 
 class WholeJobMiss(ModelError, LookupError):
@@ -60,6 +68,7 @@ class GroupFit:
     last_seconds: float
     mean_seconds: float
     alpha: float | None = None  # level smoothing chosen by one-step errors (None: median)
+    runs: int = 0  # finished runs of the group in all (``n``: the newest of them, fitted)
 
 
 def _key(key: str, deployment: str) -> tuple[str, str]:
@@ -84,7 +93,8 @@ class WholeJobModel(BaseEstimator):
 
     def __init__(self, coverage: float = 0.9, trend: str = "auto", min_trend_runs: int = 5,
                  min_spread: float = 0.01, robust_floor: float = 0.5,
-                 prior_spread: float = 0.15, min_smoothing_runs: int = 4):
+                 prior_spread: float = 0.15, min_smoothing_runs: int = 4,
+                 max_runs: int = MAX_RUNS):
         self.coverage = coverage
         self.trend = trend
         self.min_trend_runs = min_trend_runs
@@ -92,6 +102,7 @@ class WholeJobModel(BaseEstimator):
         self.robust_floor = robust_floor
         self.prior_spread = prior_spread
         self.min_smoothing_runs = min_smoothing_runs
+        self.max_runs = max_runs
 
     def fit(self, runs, y=None) -> WholeJobModel:
         """Fit on ``runs`` (:class:`~ingest.whole_job.WholeJobRun` objects, or dicts or a
@@ -101,24 +112,29 @@ class WholeJobModel(BaseEstimator):
             raise ValueError(f"coverage must be in (0, 1), got {self.coverage}")
         if self.trend not in ("auto", "on", "off"):
             raise ValueError(f"trend must be auto, on or off, got {self.trend!r}")
+        if not (isinstance(self.max_runs, int) and self.max_runs >= 2):
+            raise ValueError(f"max_runs must be a whole number >= 2, got {self.max_runs!r}")
         groups: dict[tuple[str, str], list[tuple[float | None, float]]] = {}
+        keys: dict[tuple[str, str], tuple[str, str]] = {}  # as written -> identity
         skipped = 0
         for key, dep, seconds, start, state in _rows(runs):
             if state != "completed" or not (math.isfinite(seconds) and seconds > 0):
                 skipped += 1
                 continue
-            groups.setdefault(_key(key, dep), []).append((start, seconds))
+            if (key, dep) not in keys:
+                keys[key, dep] = _key(key, dep)
+            groups.setdefault(keys[key, dep], []).append((start, seconds))
         self.groups_: dict[tuple[str, str], GroupFit] = {
             k: self._fit_group(v) for k, v in groups.items()}
         self.skipped_ = skipped
-        self.n_runs_ = sum(g.n for g in self.groups_.values())
+        self.n_runs_ = sum(g.runs for g in self.groups_.values())  # fitted or counted
         return self
 
     def _fit_group(self, points: list[tuple[float | None, float]]) -> GroupFit:
         # runs in time order (untimed ones after, in the order given)
         ordered = sorted(range(len(points)), key=lambda i: (points[i][0] is None,
                                                              points[i][0] or 0.0, i))
-        ys = np.array([math.log(points[i][1]) for i in ordered])
+        ys = np.array([math.log(points[i][1]) for i in ordered[-self.max_runs:]])
         n = len(ys)
         index = np.arange(n, dtype=float)
         slope = slope_half = 0.0
@@ -141,7 +157,8 @@ class WholeJobModel(BaseEstimator):
         seconds = np.exp(ys)
         return GroupFit(n=n, level=level, spread=spread, slope=slope, slope_half=slope_half,
                         dof=max(1, len(errors) - (2 if slope else 1)), alpha=alpha,
-                        last_seconds=float(seconds[-1]), mean_seconds=float(seconds.mean()))
+                        last_seconds=float(seconds[-1]), mean_seconds=float(seconds.mean()),
+                        runs=len(points))
 
     def group(self, key: str, deployment: str) -> GroupFit | None:
         """The fit of (key, deployment), or None."""
@@ -183,25 +200,42 @@ def _smooth(values: list[float]) -> tuple[float, float, np.ndarray]:
     """(alpha, final level, one-step errors) of the exponential smoothing of ``values``
     whose one-step-ahead errors have the least mean absolute value (ties: smaller alpha).
     A step that lands :data:`JUMP` robust spreads (and :data:`MIN_JUMP`) away from the level
-    after at least three errors is a level shift (a new software stack, other nodes): the
-    level restarts there instead of creeping towards it."""
+    after at least three errors is an outlier and leaves the level alone: one slow (or
+    failed-fast) run never sets it (issue 35). Two such steps in a row, on the same side and
+    within that distance of each other, are a level shift (a new software stack, other
+    nodes): the level restarts at the second instead of creeping towards it."""
     best: tuple[float, float, float, np.ndarray] | None = None
     for alpha in SMOOTHING:
         level: float = values[0]
         errors: list[float] = []
+        sizes: list[float] = []  # |errors|, sorted: their median without a sort per step
+        pending: float | None = None  # an outlier waiting for a second run to confirm it
         for v in values[1:]:
             err = v - level
-            scale = 1.4826 * float(np.median(np.abs(errors))) if len(errors) >= 3 else None
+            scale = 1.4826 * _sorted_median(sizes) if len(errors) >= 3 else None
             errors.append(err)
-            if scale is not None and abs(err) > max(JUMP * scale, MIN_JUMP):
-                level = v
-            else:
-                level += alpha * err
+            bisect.insort(sizes, abs(err))
+            far = max(JUMP * (scale or 0.0), MIN_JUMP)
+            if scale is not None and abs(err) > far:
+                if pending is not None and (pending - level) * err > 0 and \
+                        abs(v - pending) <= far:
+                    level, pending = v, None
+                else:
+                    pending = v
+                continue
+            pending = None
+            level += alpha * err
         score = float(np.mean(np.abs(errors)))
         if best is None or score < best[0] - 1e-12:
             best = (score, alpha, level, np.array(errors))
     assert best is not None
     return best[1], best[2], best[3]
+
+
+def _sorted_median(values: list[float]) -> float:
+    """The median of an ascending list (the mean of the middle two for an even count)."""
+    half = len(values) // 2
+    return values[half] if len(values) % 2 else (values[half - 1] + values[half]) / 2
 
 
 def _requests(X) -> list:
@@ -252,10 +286,12 @@ def candidate_from(model: WholeJobModel, key: str, deployment: str,
     seconds, low, high = model._predict_one(key, deployment, ahead)
     trend = (f", trend {math.expm1(g.slope) * 100:+.1f} % a run" if g.slope else "")
     smooth = (f", level smoothed (alpha {g.alpha:g})" if g.alpha is not None else "")
-    reason = (f"whole-job history of {k} on {dep}: {g.n} finished run"
-              f"{'s' if g.n != 1 else ''}, spread {math.expm1(g.spread) * 100:.1f} %{trend}"
-              f"{smooth}")
-    return WholeJobCandidate(seconds=seconds, low=low, high=high, reason=reason, n_runs=g.n,
+    runs = max(g.runs, g.n)
+    fitted = f" (the newest {g.n} fitted)" if runs > g.n else ""
+    reason = (f"whole-job history of {k} on {dep}: {runs} finished run"
+              f"{'s' if runs != 1 else ''}{fitted}, spread {math.expm1(g.spread) * 100:.1f} %"
+              f"{trend}{smooth}")
+    return WholeJobCandidate(seconds=seconds, low=low, high=high, reason=reason, n_runs=runs,
                              key=k, deployment=dep, model=f"whole-job/{k}/{dep}",
                              coverage=model.coverage, trend_per_run=math.expm1(g.slope))
 
@@ -302,18 +338,20 @@ def whole_job_candidate(store_or_runs, job_key: str, deployment: str, *,
 def backtest(runs: Iterable[WholeJobRun], min_history: int = 2,
              model: WholeJobModel | None = None) -> list[dict]:
     """Rolling origin: each finished run forecast from the finished runs of its (key,
-    deployment) before it; rows with the actual, the forecast, its interval and two naive
-    rules (the mean and the last of the history)."""
+    deployment) before it (the newest ``max_runs`` of them: all the model fits); rows with
+    the actual, the forecast, its interval and two naive rules (the mean and the last of
+    the history, as fitted)."""
     groups: dict[tuple[str, str], list[WholeJobRun]] = {}
     for r in runs:
         if r.finished and r.seconds > 0:
             groups.setdefault(_key(r.key, r.deployment), []).append(r)
     out = []
+    estimator = model or WholeJobModel()
     for (key, dep), members in groups.items():
         members.sort(key=lambda r: (r.when is None, r.when or 0.0))
         for i in range(min_history, len(members)):
-            history, actual = members[:i], members[i]
-            c = candidate_from((model or WholeJobModel()).fit(history), key, dep)
+            history, actual = members[max(0, i - estimator.max_runs):i], members[i]
+            c = candidate_from(estimator.fit(history), key, dep)
             out.append({"key": key, "deployment": dep, "history": i, "actual": actual.seconds,
                         "forecast": c.seconds, "low": c.low, "high": c.high,
                         "naive_mean": float(np.mean([h.seconds for h in history])),

@@ -8,9 +8,16 @@ generated series carry exactly the exporters' labels; only the values are this m
 
 Per Job: kube-state-metrics series from its creation until its deletion (``ttl`` after it
 ends, as ``ttlSecondsAfterFinished`` does; ``deleted_at`` deletes it earlier), one pod per
-GPU node it uses, and dcgm-exporter series of that node's GPUs while the pod runs, with the
-pod labels (``pod``/``namespace``, or the old ``pod_name``/``pod_namespace``) and the host
-label spelled ``Hostname`` (exporters before May 2026) or ``hostname``.
+GPU node it uses (``kube_pod_completion_time`` once it ended, unless ``pod_done`` is off),
+and dcgm-exporter series of the node's GPUs it holds (from ``first_gpu``) while the pod
+runs, with the pod labels (``pod``/``namespace``, the old ``pod_name``/``pod_namespace``, or
+``exported``: the ``exported_pod``/``exported_namespace``/``exported_container`` Prometheus
+writes when the scrape's own target labels ``pod``, ``namespace``, ``container``, ``instance``
+... name the exporter, ``honor_labels: false``) and the host label spelled ``Hostname``
+(exporters before May 2026), ``hostname``, or ``both`` (``Hostname`` the exporter pod's own
+name, ``hostname`` the node). A MIG Job (``mig="2g.20gb"``) asks for
+``nvidia_com_mig_2g_20gb`` (or ``nvidia_com_gpu`` with ``mig_resource`` off: the single
+strategy) and its series carry ``GPU_I_PROFILE``/``GPU_I_ID`` after ``modelName``.
 """
 
 from __future__ import annotations
@@ -43,8 +50,6 @@ def label_names() -> dict[str, list[str]]:
 NAMES = label_names()
 # gpu, UUID, pci_bus_id, device, modelName, Hostname, DCGM_FI_DRIVER_VERSION
 DCGM_BASE = NAMES["DCGM_FI_DEV_SM_CLOCK"]
-POD_ATTRS = {"new": ("container", "namespace", "pod", "pod_uid"),
-             "old": ("container_name", "pod_name", "pod_namespace", "pod_uid")}
 
 
 @dataclass
@@ -53,7 +58,12 @@ class Node:
     model: str  # modelName as the driver reports it, e.g. "NVIDIA A100-SXM4-80GB"
     gpus: int = 8
     prof: bool = True  # DCGM profiling fields (GR_ENGINE_ACTIVE ...) exported
-    host_label: str = "Hostname"  # or "hostname"
+    host_label: str = "Hostname"  # or "hostname", or "both" (Hostname: the exporter pod)
+
+    @property
+    def exporter(self) -> str:
+        """The name of the dcgm-exporter pod on this node."""
+        return f"nvidia-dcgm-exporter-{zlib.crc32(self.name.encode()) % 99999:05d}"
 
 
 @dataclass
@@ -68,11 +78,16 @@ class JobRun:
     namespace: str = "ml"
     state: str = "complete"  # complete | failed | running
     busy: float = 0.85
-    pod_labels: str | None = "new"  # new | old | None (no pod mapping)
+    pod_labels: str | None = "new"  # new | old | exported | None (no pod mapping)
     deleted_at: float | None = None  # the Job deleted (its series stop) at this time
     node_known: bool = True  # kube_pod_info names the node
     name: str = ""
     owner: bool = True  # owned by the CronJob
+    first_gpu: int = 0  # the node's first GPU the pod holds
+    mig: str | None = None  # MIG profile of the slices it holds, e.g. "2g.20gb"
+    mig_resource: bool = True  # asks nvidia_com_mig_<profile> (else nvidia_com_gpu)
+    pod_done: bool = True  # kube_pod_completion_time once it ended
+    dcgm: bool = True  # a dcgm-exporter watches its node
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -139,10 +154,15 @@ def _ksm(out: Series, run: JobRun, until: float, step: float, ttl: float) -> Non
             **pod, "created_by_kind": "Job", "created_by_name": run.name,
             "host_ip": "10.0.0.1", "pod_ip": "10.1.0.1", "priority_class": "",
             "host_network": "false", "node": run.node.name if run.node_known else ""}), t, 1)
+        resource = ("nvidia_com_mig_" + re.sub(r"[^a-z0-9]", "_", run.mig)
+                    if run.mig and run.mig_resource else "nvidia_com_gpu")
         out.add("kube_pod_container_resource_requests",
                 _labels("kube_pod_container_resource_requests", {
                     **pod, "container": "train", "node": run.node.name,
-                    "resource": "nvidia_com_gpu", "unit": "integer"}), t, run.gpus)
+                    "resource": resource, "unit": "integer"}), t, run.gpus)
+        if ended and run.pod_done and run.end is not None:
+            out.add("kube_pod_completion_time", _labels("kube_pod_completion_time", pod), t,
+                    run.end)
 
 
 FIELD_VALUES = {  # DCGM field -> value from the busy ratio b and the GPU's jitter
@@ -155,23 +175,55 @@ FIELD_VALUES = {  # DCGM field -> value from the busy ratio b and the GPU's jitt
 }
 
 
+def _pod_values(run: JobRun) -> dict[str, str]:
+    """The DCGM pod labels of ``run`` in its spelling (module doc)."""
+    uid = f"uid-{run.pod}"
+    if run.pod_labels == "new":
+        return {"container": "train", "namespace": run.namespace, "pod": run.pod,
+                "pod_uid": uid}
+    if run.pod_labels == "old":
+        return {"container_name": "train", "pod_name": run.pod,
+                "pod_namespace": run.namespace, "pod_uid": uid}
+    if run.pod_labels == "exported":
+        return {"exported_container": "train", "exported_namespace": run.namespace,
+                "exported_pod": run.pod, "pod_uid": uid, "container": "nvidia-dcgm-exporter",
+                "endpoint": "gpu-metrics", "instance": "10.0.3.7:9400",
+                "job": "nvidia-dcgm-exporter", "namespace": "gpu-operator",
+                "pod": run.node.exporter, "service": "nvidia-dcgm-exporter"}
+    return {}
+
+
+def _dcgm_labels(run: JobRun, i: int) -> list[tuple[str, str]]:
+    """Labels of the ``i``-th GPU (or MIG slice) the run holds, in the exporter's order."""
+    node = run.node
+    gpu = run.first_gpu if run.mig else run.first_gpu + i
+    base = {"gpu": str(gpu), "UUID": f"GPU-{node.name}-{gpu:04d}",
+            "pci_bus_id": f"00000000:{gpu:02X}:00.0", "device": f"nvidia{gpu}",
+            "modelName": node.model, "DCGM_FI_DRIVER_VERSION": "570.195.03"}
+    names: list[str] = []
+    for name in DCGM_BASE:
+        if name == "Hostname":
+            names += ["Hostname", "hostname"] if node.host_label == "both" else [
+                node.host_label]
+        else:
+            names.append(name)
+        if name == "modelName" and run.mig:
+            names += ["GPU_I_PROFILE", "GPU_I_ID"]
+            base.update(GPU_I_PROFILE=run.mig, GPU_I_ID=str(i + 1))
+    if node.host_label == "both":
+        base.update(Hostname=node.exporter, hostname=node.name)
+    else:
+        base[node.host_label] = node.name
+    return [(k, base.get(k, "")) for k in names] + sorted(_pod_values(run).items())
+
+
 def _dcgm(out: Series, run: JobRun, until: float, step: float, rng: random.Random) -> None:
     end = run.end if run.end is not None else (run.deleted_at or until)
     node = run.node
     fields = [f for f in FIELD_VALUES if node.prof or not f.startswith("DCGM_FI_PROF")]
-    for gpu in range(min(run.gpus, node.gpus)):
-        base = {"gpu": str(gpu), "UUID": f"GPU-{node.name}-{gpu:04d}",
-                "pci_bus_id": f"00000000:{gpu:02X}:00.0", "device": f"nvidia{gpu}",
-                "modelName": node.model, "DCGM_FI_DRIVER_VERSION": "570.195.03"}
-        names = [n if n != "Hostname" else node.host_label for n in DCGM_BASE]
-        base[node.host_label] = node.name
-        labels = [(k, base.get(k, "")) for k in names]
-        if run.pod_labels:
-            attrs = POD_ATTRS[run.pod_labels]
-            values = dict(zip(attrs, ("train", run.namespace, run.pod, f"uid-{run.pod}"),
-                              strict=True)) if run.pod_labels == "new" else dict(
-                zip(attrs, ("train", run.pod, run.namespace, f"uid-{run.pod}"), strict=True))
-            labels += sorted(values.items())
+    held = run.gpus if run.mig else min(run.gpus, node.gpus - run.first_gpu)
+    for i in range(held):
+        labels = _dcgm_labels(run, i)
         for t in _ticks(run.start, end, step):
             b = max(0.0, min(1.0, run.busy + rng.gauss(0, 0.04)))
             for f in fields:
@@ -185,7 +237,8 @@ def openmetrics(runs: list[JobRun], until: float, *, step: float = 30.0, ttl: fl
     out = Series()
     for run in runs:
         _ksm(out, run, until, step, ttl)
-        _dcgm(out, run, until, step, rng)
+        if run.dcgm:
+            _dcgm(out, run, until, step, rng)
     by_family: dict[str, list] = {}
     for (name, labels), samples in out.samples.items():
         by_family.setdefault(name, []).append((labels, samples))

@@ -6,6 +6,12 @@ from 23.11.5 (``{"set", "infinite", "number"}``, states as lists). :func:`to_new
 rewrites an old-shape job the way 23.11 prints it (the fields both samples hold, in the
 23.11 sample's spelling); :func:`history` fills the old template with a recurring job's runs;
 :func:`parsable2` prints the same jobs as ``sacct --parsable2`` with the columns jobcast reads.
+
+Variants users met (issue 35): :func:`never_started` (a job cancelled while pending, its start
+0 or Slurm's NO_VAL ``4294967294`` as 24.11 prints it; :func:`document` with ``release``
+names the Slurm version), :func:`with_elapsed` (an elapsed time that contradicts Start/End),
+:func:`deeply_nested` (JSON nested past any reader), and :func:`recurring_job_export` (one
+job name run daily on 8 A100s: typical runs, one ~1.6x slower, one FAILED early).
 """
 
 from __future__ import annotations
@@ -59,15 +65,70 @@ def to_new_shape(job: dict) -> dict:
     return new
 
 
-def document(jobs: list[dict], shape: str) -> str:
-    """A whole ``sacct --json`` answer holding ``jobs`` (old-shape dicts), in ``shape``."""
+NO_VAL = 4294967294  # Slurm's "no value" (0xfffffffe)
+
+
+def document(jobs: list[dict], shape: str, release: str | None = None) -> str:
+    """A whole ``sacct --json`` answer holding ``jobs`` (old-shape dicts), in ``shape``;
+    ``release`` (``"24.11.1"``) names the Slurm version in its ``meta``."""
     if shape == "old":
         doc = _doc(OLD)
         doc["jobs"] = jobs
     else:
         doc = _doc(NEW)
         doc["jobs"] = [to_new_shape(j) for j in jobs]
+    if release:
+        major, minor, micro = release.split(".")
+        doc["meta"].setdefault("slurm", {}).update(
+            release=release, version={"major": major, "minor": minor, "micro": micro})
     return json.dumps(doc, indent=2)
+
+
+def never_started(job: dict, start: int = NO_VAL, state: str = "CANCELLED") -> dict:
+    """``job`` (old shape) cancelled while pending: start ``start`` (0 or NO_VAL), end at the
+    cancel, no elapsed time, no nodes."""
+    job["state"]["current"] = state
+    job["time"].update(start=start, elapsed=0, end=job["time"]["submission"] + 300)
+    job["nodes"] = "None assigned"
+    return job
+
+
+def with_elapsed(job: dict, elapsed: int) -> dict:
+    """``job`` whose elapsed time says ``elapsed`` s whatever its Start and End say."""
+    job["time"]["elapsed"] = elapsed
+    return job
+
+
+def deeply_nested(jobs: list[dict], shape: str, depth: int = 100_000) -> str:
+    """:func:`document` of ``jobs`` with the first job's comment nested ``depth`` lists
+    deep."""
+    jobs[0]["comment"] = {"job": "@NEST@"}
+    return document(jobs, shape).replace('"@NEST@"', "[" * depth + "]" * depth)
+
+
+T0 = 1_760_000_000  # 2025-10-09T08:53:20Z
+TYPICAL_S = (30000, 31000, 29500, 30500, 30200)
+
+
+def recurring_job_export(path: Path | str, name: str = "resnet50-imagenet", *,
+                         shape: str = "new", t0: int = T0, typical=TYPICAL_S,
+                         slow_factor: float = 1.6, failed_s: int = 2000) -> Path:
+    """Write a ``sacct --json`` export of a recurring job to ``path`` and return the path.
+
+    One job name, one run a day on one node of 8 A100s (``gres/gpu:a100=8`` and
+    ``gres/gpu=8``): the ``typical`` runs, one run ``slow_factor`` x their median (the 5th)
+    and one FAILED run of ``failed_s`` real seconds (the 6th), 7 runs by default, in
+    ``shape`` ("new": Slurm 23.11's numbers, "old": 22.05's). Submit, Start and End of each
+    run are a day after the previous run's."""
+    ordered = sorted(typical)
+    median = (ordered[len(ordered) // 2] + ordered[(len(ordered) - 1) // 2]) / 2
+    seconds = [*typical[:4], round(slow_factor * median), failed_s, *typical[4:]]
+    states = ["COMPLETED"] * 5 + ["FAILED"] + ["COMPLETED"] * (len(seconds) - 6)
+    runs = [{"start": t0 + i * 86400, "seconds": s, "state": st, "gpu_type": "a100"}
+            for i, (s, st) in enumerate(zip(seconds, states, strict=True))]
+    path = Path(path)
+    path.write_text(document(history(name, runs), shape))
+    return path
 
 
 def history(name: str, runs: list[dict], *, first_id: int = 4242000) -> list[dict]:
@@ -104,6 +165,9 @@ def history(name: str, runs: list[dict], *, first_id: int = 4242000) -> list[dic
 
 
 def _iso(t: int) -> str:
+    """A time as sacct prints it: ``Unknown`` where unset (0 or NO_VAL)."""
+    if t in (0, NO_VAL):
+        return "Unknown"
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 

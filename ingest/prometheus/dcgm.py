@@ -9,15 +9,23 @@ Rules
   (ratios), power ``DCGM_FI_DEV_POWER_USAGE`` (W), SM clock ``DCGM_FI_DEV_SM_CLOCK`` (MHz),
   clock events ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` (older ``..._CLOCK_THROTTLE_REASONS``;
   a bit mask).
-* Labels: the GPU model is ``modelName``; the host ``Hostname`` (exporters before May 2026)
-  or ``hostname``; the pod ``pod``/``namespace``, or ``pod_name``/``pod_namespace`` where the
-  exporter runs with its old-namespace option. Every spelling is accepted.
+* Labels: the GPU model is ``modelName``; a MIG slice carries ``GPU_I_PROFILE`` (e.g.
+  ``2g.20gb``) and ``GPU_I_ID``. The pod is named by ``pod``/``namespace``, ``pod_name``/
+  ``pod_namespace`` (the exporter's old-namespace option) or ``exported_pod``/
+  ``exported_namespace`` (Prometheus renames the exporter's labels so when the scrape sets
+  its own ``pod``, e.g. kube-prometheus-stack with ``honorLabels: false``), preferred in that
+  order; the host by ``Hostname`` (exporters before May 2026), ``hostname``, ``node``,
+  ``kubernetes_node`` or ``instance`` (its port dropped), in that order. Where a series
+  carries several, the one whose value is a known pod (node) of the job wins
+  (:func:`pod_of`, :func:`host_of`): ``Hostname`` may hold the exporter pod's own name.
+* A GPU is ``(host, gpu, UUID, GPU_I_ID)`` (:func:`gpus_in`): a MIG slice is its own GPU.
 * A trace (:func:`trace_from_series`) is bounded: a summary of a few numbers (means and
   quantiles over every GPU and sample) and at most :data:`MAX_TRACE_POINTS` points per series
   (means over the job's GPUs per time bucket), seconds counted from the job's start.
 * A trace file (:func:`read_trace_file`) is JSON lines ``{"time": unix s, "<DCGM field>":
-  value, ...}`` with optional ``gpu``, ``modelName``, ``hostname`` fields: what a recorder
-  beside a job writes (the same fields as the exporter's).
+  value, ...}`` with optional ``gpu``, ``UUID``, ``modelName``, ``GPU_I_PROFILE``,
+  ``GPU_I_ID``, ``hostname`` fields: what a recorder beside a job writes (the same fields
+  as the exporter's).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
 from ingest.events import ParseError
@@ -46,22 +54,70 @@ CLOCK_EVENTS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_
 # power cap (0x4), hardware slowdown (0x8), software/hardware thermal (0x20, 0x40), power brake
 SLOWDOWN_BITS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 TRACE_NAMES = tuple(f for choices in FIELDS.values() for f, _ in choices) + CLOCK_EVENTS
-HOST_LABELS = ("Hostname", "hostname")
-POD_LABELS = (("pod", "namespace"), ("pod_name", "pod_namespace"))
+HOST_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "instance")
+POD_LABELS = (("pod", "namespace"), ("pod_name", "pod_namespace"),
+              ("exported_pod", "exported_namespace"))
+MIG_PROFILE, MIG_INSTANCE = "GPU_I_PROFILE", "GPU_I_ID"
 IDLE_BELOW = 0.2  # a sample with less busy than this counts as idle
+_PORT = re.compile(r":\d+$")
 
 
-def host_of(labels: dict) -> str | None:
-    """The host a DCGM series names (``Hostname`` or ``hostname``)."""
-    return next((labels[k] for k in HOST_LABELS if labels.get(k)), None)
+def hosts_named(labels: dict) -> list[str]:
+    """Every host value a series carries, in :data:`HOST_LABELS` order (``instance``
+    without its port)."""
+    out: list[str] = []
+    for label in HOST_LABELS:
+        value = labels.get(label)
+        if value and label == "instance":
+            value = _PORT.sub("", value)
+        if value and value not in out:
+            out.append(value)
+    return out
 
 
-def pod_of(labels: dict) -> tuple[str, str] | None:
-    """(namespace, pod) a DCGM series names (either label spelling), or None."""
-    for pod, namespace in POD_LABELS:
-        if labels.get(pod):
-            return labels.get(namespace) or "", labels[pod]
-    return None
+def pods_named(labels: dict) -> list[tuple[str, str]]:
+    """Every (namespace, pod) a series carries, in :data:`POD_LABELS` order."""
+    return [(labels.get(namespace) or "", labels[pod]) for pod, namespace in POD_LABELS
+            if labels.get(pod)]
+
+
+def host_of(labels: dict, known: Collection[str] = ()) -> str | None:
+    """The host a DCGM series names: the first value that is one of ``known`` (node names),
+    else the first label present (module doc)."""
+    named = hosts_named(labels)
+    return next((h for h in named if h in known), named[0] if named else None)
+
+
+def pod_of(labels: dict, known: Collection[tuple[str, str]] = ()) -> tuple[str, str] | None:
+    """(namespace, pod) a DCGM series names: the first that is one of ``known``, else the
+    first label spelling present, else None."""
+    named = pods_named(labels)
+    return next((p for p in named if p in known), named[0] if named else None)
+
+
+def mig_profile(labels: dict) -> str | None:
+    """The MIG profile of a series' GPU (``2g.20gb``), or None for a whole GPU."""
+    value = str(labels.get(MIG_PROFILE) or "").strip()
+    value = value[4:].strip() if value.upper().startswith("MIG ") else value
+    return value or None
+
+
+def gpu_of(labels: dict, known: Collection[str] = ()) -> tuple:
+    """A GPU (or MIG slice) as ``(host, gpu, UUID, GPU_I_ID)``."""
+    return (host_of(labels, known), labels.get("gpu"), labels.get("UUID"),
+            labels.get(MIG_INSTANCE))
+
+
+def gpus_in(series: Sequence[dict], start: float | None, end: float | None,
+            known: Collection[str] = ()) -> dict[str | None, set[tuple]]:
+    """The GPUs (:func:`gpu_of`) of ``series`` with a sample in ``[start, end]``, by host."""
+    out: dict[str | None, set[tuple]] = {}
+    for item in series:
+        metric = item.get("metric") or {}
+        if _points([item], 1.0, start, end):
+            gpu = gpu_of(metric, known)
+            out.setdefault(gpu[0], set()).add(gpu)
+    return out
 
 
 def regex_of(values: Iterable[str]) -> str:
@@ -145,8 +201,7 @@ def trace_from_series(series: Sequence[dict], start: float | None = None,
             summary[f"{name}_max"] = _round(max(values))
         if name == "busy":
             summary["idle_share"] = _round(sum(v < IDLE_BELOW for v in values) / len(values))
-            gpus = {(host_of(s["metric"]), s["metric"].get("gpu"), s["metric"].get("UUID"))
-                    for s in chosen}
+            gpus = {gpu_of(s["metric"]) for s in chosen}
             summary["gpus"] = float(len(gpus))
             summary["samples"] = float(len(values))
     events = [s for s in series if s.get("metric", {}).get("__name__") in CLOCK_EVENTS]
@@ -187,8 +242,9 @@ def read_trace_file(path: str | Path) -> list[dict]:
             except (ValueError, KeyError, TypeError):
                 raise ParseError("not a trace line (a JSON object with a numeric 'time')",
                                  line=number, source=str(path)) from None
-            labels = {k: str(row[k]) for k in ("gpu", "UUID", "modelName", "Hostname",
-                                               "hostname", "pod", "namespace") if k in row}
+            labels = {k: str(row[k]) for k in ("gpu", "UUID", "modelName", MIG_PROFILE,
+                                               MIG_INSTANCE, "Hostname", "hostname", "pod",
+                                               "namespace") if k in row}
             for field in TRACE_NAMES:
                 if field in row and _float(row[field]) is not None:
                     key = (field, tuple(sorted(labels.items())))
@@ -198,30 +254,37 @@ def read_trace_file(path: str | Path) -> list[dict]:
     return list(series.values())
 
 
-def trace_selectors(pods: Sequence[tuple[str, str]] = (), hosts: Sequence[str] = ()
-                    ) -> list[str]:
+def trace_selectors(pods: Sequence[tuple[str, str]] = (), hosts: Sequence[str] = (), *,
+                    labels: Collection[str] | None = None) -> list[str]:
     """Selectors of the trace fields of ``pods`` ((namespace, pod)) or ``hosts``, one per
-    label spelling."""
+    label spelling (only those in ``labels`` when given: the spellings the server has)."""
     names = f'__name__=~{promql_string(regex_of(TRACE_NAMES))}'
     out = []
     if pods:
         spaces = regex_of(ns for ns, _ in pods)
         wanted = regex_of(p for _, p in pods)
         for pod, namespace in POD_LABELS:
-            out.append(f'{{{names},{pod}=~{promql_string(wanted)},'
-                       f'{namespace}=~{promql_string(spaces)}}}')
+            if labels is None or pod in labels:
+                out.append(f'{{{names},{pod}=~{promql_string(wanted)},'
+                           f'{namespace}=~{promql_string(spaces)}}}')
     elif hosts:
         wanted = regex_of(hosts)
-        out += [f"{{{names},{label}=~{promql_string(wanted)}}}" for label in HOST_LABELS]
+        for label in HOST_LABELS:
+            if labels is None or label in labels:
+                value = f"({wanted})(:[0-9]+)?" if label == "instance" else wanted
+                out.append(f"{{{names},{label}=~{promql_string(value)}}}")
     return out
 
 
 def fetch_trace(client: PrometheusClient, start: float, end: float, *,
                 pods: Sequence[tuple[str, str]] = (), hosts: Sequence[str] = (),
+                labels: Collection[str] | None = None,
                 max_points: int | None = None) -> list[dict]:
-    """The DCGM trace fields of ``pods`` (else ``hosts``) in ``[start, end]``, raw samples."""
-    found: list[dict] = []
-    for sel in trace_selectors(pods, hosts):
-        found += client.raw_samples(sel, start, end, chunk=max(end - start, 1.0) + 1.0,
-                                    max_points=max_points)
-    return found
+    """The DCGM trace fields of ``pods`` (else ``hosts``) in ``[start, end]``, raw samples;
+    a series several label spellings select comes once."""
+    found: dict[tuple, dict] = {}
+    for sel in trace_selectors(pods, hosts, labels=labels):
+        for item in client.raw_samples(sel, start, end, chunk=max(end - start, 1.0) + 1.0,
+                                       max_points=max_points):
+            found.setdefault(tuple(sorted((item.get("metric") or {}).items())), item)
+    return list(found.values())

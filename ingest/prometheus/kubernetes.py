@@ -6,25 +6,26 @@ Rules
   ``kube_job_status_completion_time`` (unix s), ``kube_job_complete``/``kube_job_failed``
   (``condition="true"``), ``kube_job_spec_parallelism``, ``kube_job_owner`` (``owner_kind=
   "CronJob"``: the CronJob is the recurring job), all keyed by ``job_name``/``namespace``;
-  ``kube_pod_owner`` (``owner_kind="Job"``, ``owner_name``), ``kube_pod_info`` (``node``) and
-  ``kube_pod_container_resource_requests{resource="nvidia_com_gpu"}`` keyed by
-  ``pod``/``namespace``; DCGM's ``modelName`` by pod or host (:mod:`.dcgm`).
+  ``kube_pod_owner`` (``owner_kind="Job"``, ``owner_name``), ``kube_pod_info`` (``node``),
+  ``kube_pod_completion_time`` and ``kube_pod_container_resource_requests`` (``resource=
+  "nvidia_com_gpu"`` or a MIG slice ``"nvidia_com_mig_<profile>"``) keyed by
+  ``pod``/``namespace``; DCGM's ``modelName`` and ``GPU_I_PROFILE`` by pod or host
+  (:mod:`.dcgm`, every label spelling).
 * Every series is read with ``last_over_time(...[window])`` at ``--until``: a Job deleted
   during the window (e.g. by ``ttlSecondsAfterFinished``) is still seen with its last values.
 * Before asking, one counting query checks that the selected series number at most
   ``max_series`` (``--max-series``); past it the error names the count and the flags.
-* Per Job: the key is its CronJob's name, else its name (or a ``--job-key`` rule); GPUs are
-  the largest per-pod request times the Jobs's parallelism (retried pods are not more GPUs);
-  nodes the distinct nodes of its pods (at most the parallelism); the GPU model is the
-  ``modelName`` of DCGM series naming one of its pods, else its pods' nodes, by the fleet
-  catalog's name; duration is completion - start.
-* Complete Jobs become finished runs; failed ones are kept with state ``failed`` (end
-  unknown unless a completion time was recorded); running ones (still present at
-  ``--until``) are skipped; a Job gone before it ended (deleted mid-window) is skipped as
-  ``lost``. Partial joins are rejections that say what is missing: no pod of the Job, a pod
-  without a node and no DCGM series naming it, a GPU model nowhere to be found.
+* Per Job (:mod:`.k8s_join`, its rules): the key (its CronJob's name), GPUs or MIG slices,
+  nodes (the distinct nodes of its pods, at most the parallelism), the GPU model (DCGM series
+  naming its pods, else its nodes, by the fleet catalog's name) and its end.
+* Complete Jobs become finished runs; failed ones are kept with state ``failed`` and their
+  real wall time (start to failure); running ones (still present at ``--until``) are
+  skipped; a Job gone before it ended (deleted mid-window) is skipped as ``lost``. Partial
+  joins are rejections that say what is missing: no pod of the Job, a pod without a node and
+  no DCGM series naming it, a GPU model nowhere to be found, a failed Job's end.
 * With traces on, each finished or failed GPU Job gets its DCGM trace over its life, by pod
-  labels, else by host (:func:`.dcgm.trace_from_series`), bounded.
+  labels, else by its nodes when they held no other GPUs (:func:`.k8s_join.
+  node_trace_problem`), bounded (:func:`.dcgm.trace_from_series`).
 * Writing (:func:`store_k8s_jobs`): one store entry per Job, source
   ``kubernetes:URL#NAMESPACE/JOB``, content hash of a canonical JSON of its record:
   ingesting again adds nothing. Everything is fetched before anything is written.
@@ -37,48 +38,44 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from ingest.events import ParsedRun, ParseError
 from ingest.prometheus.client import PrometheusClient, PrometheusError
 from ingest.prometheus.dcgm import (
     GPU_UTIL,
     GR_ENGINE,
+    HOST_LABELS,
+    MIG_PROFILE,
+    POD_LABELS,
     fetch_trace,
-    host_of,
-    pod_of,
+    regex_of,
     trace_from_series,
 )
+from ingest.prometheus.k8s_join import (
+    FAILED_STEP,
+    GPU_RESOURCE,
+    MIG_RESOURCES,
+    DcgmIndex,
+    K8sJob,
+    K8sPod,
+    join,
+    mig_resource,
+    node_trace_problem,
+)
 from ingest.prometheus.names import iso_time, selector
-from ingest.whole_job import gpu_deployment, job_key, whole_job_run
-
-if TYPE_CHECKING:
-    from fleet.deployment import Deployment
+from ingest.whole_job import whole_job_run
 
 FORMAT = "kubernetes"
 MAX_SERIES = 200_000
 JOB_SERIES = ("kube_job_status_start_time", "kube_job_status_completion_time",
               "kube_job_complete", "kube_job_failed", "kube_job_spec_parallelism",
               "kube_job_owner")
-POD_SERIES = ("kube_pod_owner", "kube_pod_info", "kube_pod_container_resource_requests")
-GPU_RESOURCE = "nvidia_com_gpu"
-
-
-@dataclass
-class K8sJob:
-    """One Kubernetes Job as joined from the series."""
-
-    namespace: str
-    name: str
-    start: float | None = None
-    completion: float | None = None
-    complete: bool = False
-    failed: bool = False
-    parallelism: int = 1
-    owner_kind: str = ""
-    owner_name: str = ""
-    present: bool = False  # its start-time series is still there at --until
-    pods: dict[str, dict] = field(default_factory=dict)  # pod -> {node, gpus}
+POD_SERIES = ("kube_pod_owner", "kube_pod_info", "kube_pod_container_resource_requests",
+              "kube_pod_completion_time")
+NAMES_PER_QUERY = 100  # Job names in one regex
+DCGM_LABELS = ("modelName", MIG_PROFILE, *HOST_LABELS,
+               *(label for pair in POD_LABELS for label in pair))
 
 
 @dataclass
@@ -161,85 +158,92 @@ def _jobs(client: PrometheusClient, width: int, until: float, ns: list) -> dict:
 
 def _pods(client: PrometheusClient, width: int, until: float, ns: list, jobs: dict,
           job_name: str | None = None) -> None:
-    """Each Job's pods, their nodes and GPU requests."""
+    """Each Job's pods: their nodes, GPU and MIG slice requests, last container exit."""
     owner: dict[tuple[str, str], K8sJob] = {}
     only = [("owner_name", "=", job_name)] if job_name else []
     for labels, _ in _last(client, "kube_pod_owner", width, until,
                            [*ns, ("owner_kind", "=", "Job"), *only]):
         job = jobs.get((labels.get("namespace", ""), labels.get("owner_name", "")))
         if job is not None and labels.get("pod"):
-            job.pods.setdefault(labels["pod"], {"node": None, "gpus": 0.0})
+            job.pods.setdefault(labels["pod"], K8sPod())
             owner[(job.namespace, labels["pod"])] = job
+
+    def pod_of(labels: dict) -> K8sPod | None:
+        job = owner.get((labels.get("namespace", ""), labels.get("pod", "")))
+        return job.pods[labels["pod"]] if job is not None else None
+
     for labels, _ in _last(client, "kube_pod_info", width, until, ns):
-        job = owner.get((labels.get("namespace", ""), labels.get("pod", "")))
-        if job is not None and labels.get("node"):
-            job.pods[labels["pod"]]["node"] = labels["node"]
+        if (pod := pod_of(labels)) is not None and labels.get("node"):
+            pod.node = labels["node"]
     for labels, value in _last(client, "kube_pod_container_resource_requests", width, until,
-                               [*ns, ("resource", "=", GPU_RESOURCE)]):
-        job = owner.get((labels.get("namespace", ""), labels.get("pod", "")))
-        if job is not None:
-            job.pods[labels["pod"]]["gpus"] += value
+                               [*ns, ("resource", "=~", f"{GPU_RESOURCE}|{MIG_RESOURCES}")]):
+        if (pod := pod_of(labels)) is None:
+            continue
+        resource = labels.get("resource", "")
+        if (profile := mig_resource(resource)) is not None:
+            pod.slices[profile] = pod.slices.get(profile, 0.0) + value
+        elif resource == GPU_RESOURCE:
+            pod.gpus += value
+    for labels, value in _last(client, "kube_pod_completion_time", width, until, ns):
+        if (pod := pod_of(labels)) is not None:
+            pod.done = max(value, pod.done or value)
 
 
-def _models(client: PrometheusClient, width: int, until: float) -> tuple[dict, dict]:
-    """GPU model by (namespace, pod) and by host, from DCGM series of either busy field."""
-    by_pod: dict[tuple[str, str], str] = {}
-    by_host: dict[str, str] = {}
-    labels = "modelName, Hostname, hostname, pod, namespace, pod_name, pod_namespace"
-    for name in (GR_ENGINE, GPU_UTIL):
-        found = client.query(f"count by ({labels}) (last_over_time({name}[{width}s]))",
-                             at=until)
-        for item in found:
-            metric = item.get("metric") or {}
-            model = metric.get("modelName")
-            if not model:
+def _failed_at(client: PrometheusClient, width: int, until: float, ns: list,
+               jobs: list[K8sJob]) -> None:
+    """The first ``kube_job_failed{condition="true"}`` sample (to within
+    :data:`FAILED_STEP` s) of ``jobs``: failed Jobs with no completion time and no pod exit
+    recorded (one query per :data:`NAMES_PER_QUERY` Jobs)."""
+    by_key = {(j.namespace, j.name): j for j in jobs}
+    names = sorted({j.name for j in jobs})
+    for i in range(0, len(names), NAMES_PER_QUERY):
+        wanted = [("job_name", "=~", regex_of(names[i:i + NAMES_PER_QUERY])),
+                  ("condition", "=", "true")]
+        promql = (f"min_over_time(timestamp(kube_job_failed{selector([*ns, *wanted])})"
+                  f"[{width}s:{FAILED_STEP}s])")
+        for item in client.query(promql, at=until):
+            labels = item.get("metric") or {}
+            job = by_key.get((labels.get("namespace", ""), labels.get("job_name", "")))
+            try:
+                value = float(item["value"][1])
+            except (KeyError, IndexError, TypeError, ValueError):
                 continue
-            if (pod := pod_of(metric)) is not None:
-                by_pod.setdefault(pod, model)
-            if (host := host_of(metric)) is not None:
-                by_host.setdefault(host, model)
-    return by_pod, by_host
+            if job is not None and math.isfinite(value):
+                job.failed_at = value
 
 
-def _join(job: K8sJob, by_pod: dict, by_host: dict, rule: str | None,
-          ) -> tuple[dict, Deployment | None, str | None, list[str]]:
-    """(record, deployment, deployment key, notes) of a Job; ParseError on a partial join."""
-    if not job.pods:
-        raise ParseError(f"no pod of Job {job.namespace}/{job.name} in kube_pod_owner (its "
-                         "pods were deleted before the window, or kube-state-metrics does "
-                         "not export pods)")
-    per_pod = max(p["gpus"] for p in job.pods.values())
-    if per_pod != int(per_pod):
-        raise ParseError(f"Job {job.namespace}/{job.name}: {per_pod:g} GPUs per pod")
-    gpus = int(per_pod) * min(job.parallelism, len(job.pods))
-    nodes = {p["node"] for p in job.pods.values() if p["node"]}
-    model = next((by_pod[(job.namespace, pod)] for pod in sorted(job.pods)
-                  if (job.namespace, pod) in by_pod), None)
-    if model is None:
-        model = next((by_host[n] for n in sorted(nodes) if n in by_host), None)
-    if gpus and model is None:
-        nodeless = sorted(p for p, info in job.pods.items() if not info["node"])
-        why = (f"pod {nodeless[0]} has no node in kube_pod_info and no DCGM series names it"
-               if nodeless else f"no DCGM series names its pods or nodes "
-               f"({', '.join(sorted(nodes))})")
-        raise ParseError(f"Job {job.namespace}/{job.name}: GPU model unknown: {why}")
-    node_count = max(1, min(len(nodes), job.parallelism))
-    deployment, deployment_key, notes = gpu_deployment(gpus, node_count, model)
-    key = (job_key(job.owner_name) if job.owner_kind == "CronJob" and job.owner_name
-           else job_key(job.name, None, rule))
-    end = job.completion
-    seconds = max(0.0, end - job.start) if end is not None and job.start is not None else 0.0
-    state = "completed" if job.complete and not job.failed else "failed"
-    if state == "failed" and end is None:
-        notes.append("failed Job: no completion time, wall time unknown")
-    record = {"scheduler": "kubernetes", "job_id": f"{job.namespace}/{job.name}",
-              "name": job.name, "key": key, "state": state, "seconds": seconds,
-              "submit": None, "start": job.start, "end": end, "gpus": gpus,
-              "gpu_type": model, "nodes": node_count, "namespace": job.namespace,
-              "pods": sorted(job.pods)[:16], "node_list": ",".join(sorted(nodes))[:500]}
-    if job.owner_kind:
-        record["owner"] = f"{job.owner_kind}/{job.owner_name}"
-    return record, deployment, deployment_key, notes
+def _dcgm_index(client: PrometheusClient, width: int, until: float) -> DcgmIndex:
+    """Every pod and host DCGM series of either busy field name, with GPU model and MIG
+    profile (label sets only: one query per field)."""
+    index = DcgmIndex()
+    for name in (GR_ENGINE, GPU_UTIL):
+        found = client.query(f"count by ({', '.join(DCGM_LABELS)}) "
+                             f"(last_over_time({name}[{width}s]))", at=until)
+        for item in found:
+            index.add(item.get("metric") or {})
+    return index
+
+
+def _state(job: K8sJob) -> str:
+    if job.complete and not job.failed:
+        return "completed"
+    return "failed" if job.failed else "running"
+
+
+def _trace(client: PrometheusClient, job: K8sJob, record: dict, index: DcgmIndex,
+           last: float, max_points: int | None) -> tuple[dict | None, int, str | None]:
+    """(trace, samples read, a note) of a GPU Job: by its pods, else by its nodes."""
+    _, how = index.match(job)
+    pods = [(job.namespace, p) for p in sorted(job.pods)] if how == "pods" else []
+    found = fetch_trace(client, record["start"], last, pods=pods,
+                        hosts=[] if pods else job.nodes(), labels=index.labels,
+                        max_points=max_points)
+    points = sum(len(s["values"]) for s in found)
+    problem = None if pods else node_trace_problem(job, found, record["start"], last,
+                                                   record["gpus"])
+    if problem:
+        return None, points, problem
+    return trace_from_series(found, record["start"], last), points, None
 
 
 def job_source(url: str, namespace: str, name: str) -> str:
@@ -273,39 +277,36 @@ def fetch_k8s_jobs(client: PrometheusClient, since: float, until: float, *,
     jobs = _jobs(client, width, until, [*ns, *([("job_name", "=", job_name)] if job_name
                                               else [])])
     _pods(client, width, until, ns, jobs, job_name)
-    by_pod, by_host = _models(client, width, until)
+    _failed_at(client, width, until, ns, [
+        j for j in jobs.values() if j.failed and j.completion is None
+        and not any(p.done is not None and p.done >= (j.start or 0.0) for p in j.pods.values())])
+    index = _dcgm_index(client, width, until)
     todo = sorted(jobs.values(), key=lambda j: (j.start or 0.0, j.namespace, j.name))
     points = 0
     for i, job in enumerate(todo, start=1):
         source = job_source(client.url, job.namespace, job.name)
-        label = f"{job.namespace}/{job.name}"
+        state = _state(job)
         if job.start is None:
-            out.skipped.append({"job": label, "reason": "never started"})
-        elif not (job.complete or job.failed) and not (job_name and job.present):
+            out.skipped.append({"job": job.label, "reason": "never started"})
+        elif state == "running" and not (job_name and job.present):
             reason = ("still running; ingest it after it ends" if job.present else
                       "lost: deleted before it completed or failed (no end recorded)")
-            out.skipped.append({"job": label, "reason": reason})
+            out.skipped.append({"job": job.label, "reason": reason})
         else:
             try:
-                record, deployment, dep_key, notes = _join(job, by_pod, by_host, job_key_rule)
+                record, deployment, dep_key, notes = join(job, index, job_key_rule, state,
+                                                          until)
             except ParseError as exc:
                 out.rejected.append(ParseError(exc.reason, source=source))
                 continue
-            if not (job.complete or job.failed):  # a running Job, asked for by name
-                record.update(state="running", seconds=max(0.0, until - job.start))
             trace = None
-            last = record["end"] if record["end"] is not None else (
-                until if record["state"] == "running" else None)
-            if traces and record["gpus"] and last is not None:
-                pods = [(job.namespace, p) for p in sorted(job.pods)]
-                hosts = [] if any(pod in by_pod for pod in pods) else \
-                    sorted({p["node"] for p in job.pods.values() if p["node"]})
-                found = fetch_trace(client, record["start"], last,
-                                    pods=pods if not hosts else (), hosts=hosts,
-                                    max_points=None if max_points is None
-                                    else max(1, max_points - points))
-                points += sum(len(s["values"]) for s in found)
-                trace = trace_from_series(found, record["start"], last)
+            last = until if state == "running" else record["end"]
+            if traces and record["gpus"] and last is not None and last > record["start"]:
+                trace, read, note = _trace(client, job, record, index, last, None
+                                           if max_points is None
+                                           else max(1, max_points - points))
+                points += read
+                notes += [note] if note else []
             run = whole_job_run(FORMAT, record, deployment=deployment,
                                 deployment_key=dep_key, notes=notes, trace=trace)
             out.runs.append((source, run))

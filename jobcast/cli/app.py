@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -205,6 +205,13 @@ def fit(
         fail(exc)
     report = outcome.report
     models, failures = report.models, report.failures
+    whole = outcome.whole_jobs
+    if whole.jobs and not models:  # a store of scheduler history alone
+        if as_json:
+            emit_json([{"whole_job": whole.as_dict()}])
+        else:
+            note("whole-job", _whole_job_line(whole))
+        return
     if not models and failures:
         shown = "; ".join(str(f) for f in failures[:5])
         more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
@@ -219,7 +226,8 @@ def fit(
         note("", f"MLflow run {run_id}", err=True)
     if as_json:
         emit_json(payload + [f.to_dict() for f in failures]
-                  + [r.to_dict() for r in report.skipped_elsewhere()])
+                  + [r.to_dict() for r in report.skipped_elsewhere()]
+                  + ([{"whole_job": whole.as_dict()}] if whole.jobs else []))
     else:
         console.print(models_table(payload))
         summary = outcome.backtest
@@ -229,6 +237,8 @@ def fit(
                                                  key=lambda kv: kv[1]["mape"]))
             note("backtest", f"{summary.rows} forecasts of {summary.systems} systems' later "
                  f"runs; mean error by candidate kind: {kinds}")
+        if whole.jobs:
+            note("whole-job", _whole_job_line(whole))
         for message, times in Counter(b.message for b in summary.bugs).items():
             note("backtest bug", message + (f" ({times} asks)" if times > 1 else ""), "red")
         for failure in failures:
@@ -238,6 +248,13 @@ def fit(
                 note("not fitted", str(failure))
         for run in report.skipped:
             note("skipped run", str(run))
+
+
+def _whole_job_line(whole: Any) -> str:
+    """One line on the recurring jobs' own backtests (``jobcast fit``)."""
+    return (f"{whole.jobs} recurring job{'s' * (whole.jobs != 1)}: {whole.forecasts} of their "
+            f"runs forecast from the runs before them, mean error {whole.mape:.3g} % (the mean "
+            f"of the runs before: {whole.naive_mape:.3g} %)")
 
 
 @app.command()
@@ -255,7 +272,12 @@ def predict(
     eval_size: int | None = typer.Option(None, min=1, help="Samples per evaluation pass."),
     stack: str | None = typer.Option(None, help="Software stack (default: the newest seen)."),
     system: str | None = typer.Option(
-        None, help="End-to-end: the system's own history (as `jobcast runs` names it)."),
+        None, "--job", "--system",
+        help="The recurring job (or system) by its name, as `jobcast runs` shows it: alone, "
+        "the next run from its own history (network, GPUs, batch and length taken from it, "
+        "and said); any other flag overrides that part."),
+    gpus: int | None = typer.Option(
+        None, min=1, help="With --job: the job's own GPU at this many GPUs per node."),
     tag: list[str] | None = typer.Option(
         None, "--tag", help="End-to-end variant key=value (repeat), e.g. compiler=xla."),
     device: str | None = typer.Option(None, help="GPU for a layerwise forecast, e.g. V100."),
@@ -298,15 +320,15 @@ def predict(
 
             console.print(forecasts_table(results))
         raise typer.Exit(1 if any("error" in r for r in results) else 0)
-    if not network:
-        fail("give --network (or --jobs FILE.csv)")
+    if not network and not system:
+        fail("give --network, --job NAME (a job in the store) or --jobs FILE.csv")
     st = history_store(store)  # a system's deployment: the forecaster's to find
     flags = dict(network=network, deployment=deployment, batch_size=batch_size,
                  iterations=iterations, phase=phase, epochs=epochs, dataset_size=dataset_size,
                  eval_every=eval_every, eval_size=eval_size, stack=stack, device=device,
                  optimizer=optimizer, image_size=image_size, precision=precision,
                  framework=framework, data_parallel=data_parallel, system=system,
-                 tags=",".join(tag or []) or None)
+                 gpus=gpus, tags=",".join(tag or []) or None)
     try:
         req = JobRequest.from_mapping(flags)
     except JobRequestError as exc:

@@ -26,7 +26,10 @@ def cell(value: object, style: str = "") -> Text:
 
 def runs_payload(store: Store, network: str | None = None, deployment: str | None = None) -> list:
     """Runs with their segments: the stable JSON of ``jobcast runs --json``."""
+    from jobcast.service.stores import run_clocks
+
     stored = store.runs(network, deployment)
+    clocks = run_clocks(store, stored)
     by_run: dict[int, list[dict]] = {}
     for seg in store.segments([r.id for r in stored]):
         by_run.setdefault(seg["run_id"], []).append(seg)
@@ -46,6 +49,9 @@ def runs_payload(store: Store, network: str | None = None, deployment: str | Non
                 "framework": r.stack,  # its old key, kept one release
                 "batch_size": r.batch_size,
                 "start_time": r.start_time,
+                # the user's clock: run start to stop (a scheduler's record), and how it ended
+                "wall_seconds": clocks[r.id][0],
+                "state": clocks[r.id][1],
                 # what the parser repaired and warned about, the system and variant keys
                 "warnings": list(r.meta.get("warnings", [])),
                 "meta": r.meta,
@@ -79,8 +85,8 @@ def runs_table(payload: list) -> Table:
     """``jobcast runs`` as a table, from :func:`runs_payload`."""
     from rich.table import Table
     table = Table(title=f"{len(payload)} runs")
-    for col in ("network", "system", "deployment", "batch", "train s", "train it", "test s",
-                "source"):
+    for col in ("network", "system", "deployment", "batch", "wall s", "state", "train s",
+                "train it", "test s", "source"):
         table.add_column(col, overflow="fold")
     for r in payload:
         train = [p for p in r["phases"] if p["phase"] == "train"]
@@ -90,6 +96,8 @@ def runs_table(payload: list) -> Table:
             cell(r.get("system") or "-"),
             cell(r["deployment"]),
             str(r["batch_size"]),
+            "-" if r.get("wall_seconds") is None else f"{r['wall_seconds']:,.0f}",
+            cell(r.get("state") or "-"),
             f"{sum(p['seconds'] for p in train):,.0f}",
             f"{sum(p['iterations'] for p in train):,.0f}",
             f"{sum(p['seconds'] for p in test):,.0f}",
@@ -231,7 +239,10 @@ def _resolved_line(result: dict) -> str:
               if job.get("epochs") is not None and job.get("dataset_size")
               else f"{job['iterations']:,} steps" if job.get("iterations") is not None else "")
     what = {"job": "whole job", "train": "training phase", "test": "evaluation phase"}
-    return (f"{job['network']} on {gpu}{asked}, batch {job.get('batch_size')}, {length}, "
+    size = (f"batch {job['batch_size']}" if job.get("batch_size") is not None
+            else "batch as its history ran")
+    length = length or "as long as its history's runs"
+    return (f"{job['network']} on {gpu}{asked}, {size}, {length}, "
             f"{what.get(s['phase'], s['phase'])}; precision {precision}")
 
 

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fleet.deployment import Deployment, family_matches, normalise_deployment
+from fleet.deployment import FAMILY_OF_ASKED, Deployment, family_matches, normalise_deployment
 from fleet.deprecation import renamed_attributes
 from fleet.errors import JobcastError
 from jobcast.service.forecast import Forecast
@@ -129,9 +129,15 @@ class Ask:
         """How ``key`` matched: ``exact`` or a family note."""
         return dict(self.keys).get(key, "exact")
 
-    def gpu_relation(self, key: str) -> str:
-        """The ``gpu`` relation of history at ``key``: ``exact`` or ``family``."""
-        return "exact" if self.how(key) == "exact" else "family"
+    def gpu_relation(self, key: str, own: bool = False) -> str:
+        """The ``gpu`` relation of history at ``key``: ``exact`` or ``family``. The named
+        system's ``own`` history filed under the family of the GPU asked (a description that
+        says "Tesla V100", asked as "Tesla V100-SXM2-16GB") is ``exact``: it ran on the GPU
+        the user names, so every spelling gets one answer (issue 35)."""
+        how = self.how(key)
+        if how == "exact" or (own and how.endswith(FAMILY_OF_ASKED)):
+            return "exact"
+        return "family"
 
 
 def matching_keys(asked: str, stored: Iterable[str]) -> list[tuple[str, str]]:
@@ -174,6 +180,10 @@ class Candidate:
     scale: float
     reason: str
     runs: tuple[int, ...] = field(default=(), repr=False)  # run ids behind it, for shares
+    # signed log errors of the candidate's own rolling backtest (a recurring job forecast
+    # from its earlier runs) and the name of that cell; judged with the selector's
+    own_errors: tuple[float, ...] = field(default=(), repr=False)
+    own_cell: str = ""
 
     @property
     def kind(self) -> str:

@@ -16,7 +16,8 @@ Rules
   when the ratio exceeds ``1 + threshold``; the message says whether the time also lies
   outside the expected 90 % interval (beyond the history's own spread). A running whole job
   is slow once its time so far passes ``1 + threshold`` times the expectation; before that
-  it is on track *so far*.
+  it is on track *so far*. A job that ended otherwise than completed (failed, cancelled, ...)
+  is never ``fast``: a short failed run is not a quick one.
 * **Causes**, from the traces and the history (each with its evidence): GPU busy below
   :data:`BUSY_LOW` on average (or below 0.7x its history's) -> input pipeline or host bound;
   fewer GPUs or another GPU model than its history's usual (when it has no history on its
@@ -203,9 +204,8 @@ def check_whole_job(obs: Observed, store, *, threshold: float = DEFAULT_THRESHOL
             notes.append(f"{exc}; expected time from its usual deployment "
                          f"{history['usual_deployment']}")
             expected = whole_job_candidate(runs, obs.key, history["usual_deployment"])
-    running = obs.state == "running"
     ratio = obs.seconds / expected.seconds if expected else None
-    status = _status(ratio, threshold, running)
+    status = _status(ratio, threshold, obs.state != "completed")  # failed: never fast
     if obs.state not in ("running", "completed"):
         notes.append(f"the job ended {obs.state}: its time is not a finished run's")
     exp = None if expected is None else {
@@ -325,6 +325,8 @@ def message(result: dict) -> str:
                    + ("" if outside else ", though inside the interval"))
     elif result["status"] == "fast":
         verdict = f"faster than expected ({ratio:.2f}x)"
+    elif result["state"] not in ("running", "completed"):
+        verdict = f"ended {result['state']} after {ratio:.0%} of the expected time"
     elif result["state"] == "running":
         verdict = f"on track so far ({ratio:.0%} of the expected time used)"
     else:

@@ -171,8 +171,8 @@ class EndToEndRoute:
             reason += f" for the asked {describe_variant(variant_key(ask.variant))}"
         relation = Relation(kind=kind, target=ask.phase, system=system, batch=batch,
                             variant=variant, stack=stack, runs=runs_bucket(m.estimator.n_runs_),
-                            gpu=ask.gpu_relation(m.deployment), age=ask.age(m.last_run_time),
-                            devices=ask.devices)
+                            gpu=ask.gpu_relation(m.deployment, own=system == "own"),
+                            age=ask.age(m.last_run_time), devices=ask.devices)
         f = Forecast(job=ask.req, seconds=result["seconds"], low=result["low"],
                      high=result["high"], route=self.name, model=result["model"],
                      extrapolated=bool(result["extrapolated"]),

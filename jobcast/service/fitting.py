@@ -11,6 +11,11 @@ Rules (:func:`fit_store_all`):
   stays quick; ``backtest=False`` leaves the selector to the shipped prior) are
   saved with the models in one transaction (artifacts ``history`` and ``selector``): a
   forecast never mixes models of one fit with a selector of another.
+* **Whole-job histories** (a scheduler's recurring jobs, ``ingest.whole_job``): every job
+  is backtested on its own runs (``jobcast.service.whole_job_route.recent_backtest``), and
+  those rows join the selector's (kind ``whole-job``, system ``own``), so a store of
+  scheduler history alone fits; :class:`WholeJobSummary` says per job how far off its own
+  forecasts were beside the naive mean of its earlier runs.
 * The backtest's summary (:class:`BacktestSummary`) says per candidate kind how many
   forecasts it judged and their mean error, for the CLI and the report; a bug in one of its
   asks does not stop the fit: it is in the summary's ``bugs`` (the one error shape, kind
@@ -19,6 +24,7 @@ Rules (:func:`fit_store_all`):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +40,7 @@ from jobcast.service.forecaster import HISTORY_ARTIFACT, SELECTOR_ARTIFACT
 from models.dataset import collect_points
 from models.e2e import FitReport, check_form, fit_report
 from models.history import run_table, to_records
+from models.relation import Relation, age_bucket, devices_bucket, runs_bucket
 from models.selector import BacktestSelector
 
 MAX_SYSTEMS = 40  # systems a fit's backtest forecasts (evenly spaced by name)
@@ -74,12 +81,56 @@ class BacktestSummary:
 
 
 @dataclass
+class WholeJobSummary:
+    """The recurring jobs' own backtests: jobs, their finished runs forecast, the mean
+    |error| % of the whole-job model and of the naive mean of each job's earlier runs."""
+
+    jobs: int = 0
+    forecasts: int = 0
+    mape: float = math.nan
+    naive_mape: float = math.nan
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as JSON (NaN as None)."""
+        return {"jobs": self.jobs, "forecasts": self.forecasts,
+                "mape": None if math.isnan(self.mape) else self.mape,
+                "naive_mape": None if math.isnan(self.naive_mape) else self.naive_mape}
+
+
+@dataclass
 class FitOutcome:
-    """What a fit gave: the model report, the selector and its backtest summary."""
+    """What a fit gave: the model report, the selector and its backtest summary, and the
+    recurring jobs' own backtests."""
 
     report: FitReport
     selector: BacktestSelector
     backtest: BacktestSummary
+    whole_jobs: WholeJobSummary = field(default_factory=WholeJobSummary)
+
+
+def whole_job_rows(store: Store) -> tuple[pd.DataFrame, WholeJobSummary]:
+    """The recurring jobs' own backtest as selector rows, and their summary (module rules)."""
+    from ingest.whole_job import whole_job_runs
+    from jobcast.service.whole_job_route import recent_backtest
+
+    found = recent_backtest(whole_job_runs(store))
+    if not found:
+        return pd.DataFrame(), WholeJobSummary()
+    rows = []
+    for r in found:
+        relation = Relation(kind="whole-job", target="job", system="own", batch="same",
+                            variant="unstated", stack="none", runs=runs_bucket(r["history"]),
+                            gpu="exact", devices=devices_bucket(int(r.get("gpus") or 1)),
+                            age=age_bucket(r.get("last_when"), r.get("when") or 0.0))
+        rows.append({**relation.as_dict(), "scale": math.log(r["high"] / r["low"]) / 2,
+                     "error": math.log(r["actual"] / r["forecast"]),
+                     "target_system": r["key"]})
+    frame = pd.DataFrame(rows)
+    ape = [abs(r["forecast"] / r["actual"] - 1) for r in found]
+    naive = [abs(r["naive_mean"] / r["actual"] - 1) for r in found]
+    summary = WholeJobSummary(len({(r["key"], r["deployment"]) for r in found}), len(found),
+                              100 * float(np.mean(ape)), 100 * float(np.mean(naive)))
+    return frame, summary
 
 
 def fit_store_all(store: Store, form: str = "auto", *, backtest: bool = True,
@@ -97,9 +148,13 @@ def fit_store_all(store: Store, form: str = "auto", *, backtest: bool = True,
         rows = run_backtest(points, history, folds=FIT_FOLDS, max_targets=FIT_TARGETS,
                             max_systems=max_systems, layer_predictor=layer_predictor,
                             progress=progress, bugs=bugs)
-    selector = fit_selector(rows)
+    whole_rows, whole = whole_job_rows(store) if backtest else (pd.DataFrame(),
+                                                                 WholeJobSummary())
+    selector = fit_selector(pd.concat([r for r in (rows, whole_rows) if not r.empty],
+                                      ignore_index=True)
+                            if not (rows.empty and whole_rows.empty) else rows)
     extra: dict[str, object] = {HISTORY_ARTIFACT: to_records(history)}
     if selector.n_:
         extra[SELECTOR_ARTIFACT] = selector.to_dict()
     store.save_models([m.to_record() for m in report.models], extra=extra)
-    return FitOutcome(report, selector, BacktestSummary.of(rows, bugs))
+    return FitOutcome(report, selector, BacktestSummary.of(rows, bugs), whole)

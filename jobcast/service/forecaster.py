@@ -2,6 +2,8 @@
 
 Rules (the CLI, the served model and the report decide the same way, here):
 
+0. **A job by its name**: a request that names a job (``--job``/``--system``) takes what it
+   leaves open from the job's newest run, and says so (``jobcast.service.job_history``).
 1. **Ask**: the request is resolved once (:class:`jobcast.service.candidates.Ask`): target
    (the whole job by default), deployment key and the stored keys that match it (exact, else
    the GPU family's), asked variant, named system.
@@ -18,15 +20,27 @@ Rules (the CLI, the served model and the report decide the same way, here):
    no store where ``ingest.store_probe`` finds the store holds no history).
 3. **Judge**: the backtest selector (``models.selector``: fitted by ``jobcast fit`` on this
    store's own backtest, the shipped prior filling what the store cannot tell) gives each
-   candidate its expected error and 90 % interval. A candidate no cell judges (no
+   candidate its expected error and 90 % interval. A candidate that carries
+   :data:`MIN_OWN_ERRORS` or more errors of its own backtest (a recurring job forecast from
+   its earlier runs, ``models.whole_job.backtest``) is judged by them: its interval from
+   their quantiles, its expected error theirs shrunk toward the selector's
+   (``SelectorCells.with_own``), and the answer quotes them. A candidate no cell judges (no
    selector at all) ranks by its kind's fallback error
    (:func:`jobcast.service.route_registry.fallback_errors`) with its own interval; the
    shipped prior's catch-all cell judges a kind it has never seen by the mean error over
    every kind, so a new route's fallback rank counts only until a backtest has seen it.
 4. **Choose**: the candidate of lowest expected error (ties: the kinds' fallback rank, then
-   the route's). The answer is that candidate's forecast with the selector's interval, and says
-   why (``chosen``: the candidate's reason and its backtest figure) and what else there was
-   (``candidates``).
+   the route's). The answer is that candidate's forecast with the selector's interval, and
+   says why (``chosen``: the candidate's reason and its backtest figure) and what else there
+   was (``candidates``). Where the candidate sits at an end of its kind's backtest interval
+   (that kind's backtest forecasts nearly all ran high, or all low: within
+   :data:`EDGE_SHARE` of the interval's log width of an end), that end is the candidate's
+   own, so the point is never an end of its interval (a warning says so); the point is not
+   moved: such a cell is often another question's bias (the shipped prior's multi-GPU
+   layerwise cell is MLPerf's fp16 runs asked without a precision). An answer from history
+   is never narrower than the spread of the runs behind it (``_spread_floor``: the normal
+   90 % band of their seconds per iteration and sample), so a cell learnt on steadier jobs
+   cannot make a noisier job's interval too narrow.
 5. **Compose**: a whole job is one answer phase by phase (``jobcast.service.job_answer``):
    the evaluations a request gives are chosen among the test-phase candidates (rules 1-4),
    whatever answered the training; every answer carries a ``summary`` (step, epoch, job).
@@ -62,6 +76,7 @@ from jobcast.service.job_answer import (
     summary,
     unused_flags,
 )
+from jobcast.service.job_history import JobHistoryError, complete_from_history
 from jobcast.service.request import JobRequest
 from jobcast.service.route_registry import (
     RouteSpec,
@@ -73,8 +88,7 @@ from jobcast.service.route_registry import (
     route_specs,
 )
 from jobcast.service.routes import LayerwiseRoute, ScaleCalibratedRoute
-from jobcast.service.systems import history_deployment
-from models.relation import Judgement, SelectorCells, load_prior
+from models.relation import Judgement, SelectorCells, lengths_bucket, load_prior
 
 if TYPE_CHECKING:  # pandas and the store's SQL layer load with the first history read
     import pandas as pd
@@ -84,6 +98,12 @@ if TYPE_CHECKING:  # pandas and the store's SQL layer load with the first histor
     from models.scale_calibration import ScaleCalibrator
     from models.selector import BacktestSelector
 
+# The normal quantile of the 90 % band an answer's own runs' spread sets as its floor (rule 4)
+SPREAD_Z = 1.645
+# A candidate within this share of its interval's log width of one end is moved (rule 4)
+EDGE_SHARE = 0.05
+# A candidate with at least this many errors of its own backtest is judged by them (rule 3)
+MIN_OWN_ERRORS = 3
 WILL_NOT_FIT = "will_not_fit"  # the ErrorInfo kind of a job refused by its memory estimate
 SELECTOR_ARTIFACT = "selector"
 HISTORY_ARTIFACT = "history"
@@ -96,7 +116,7 @@ def _rates(fc: Forecaster) -> Proposer:
 
 def _whole_job(fc: Forecaster) -> Proposer:
     from jobcast.service.whole_job_route import WholeJobRoute
-    return WholeJobRoute(fc.store)
+    return WholeJobRoute(fc.job_runs)
 
 
 def _end_to_end(fc: Forecaster) -> Proposer:
@@ -119,8 +139,11 @@ def _layerwise(fc: Forecaster) -> Proposer:
 # calibrated layerwise answers that know how time scales with the batch
 # (docs/batch-hybrid.md; candidates.OFF_BATCH_ERROR).
 BUILT_IN_ROUTES: tuple[RouteSpec, ...] = (
-    RouteSpec("rate", _rates, {"own-rate": 0.01, "fleet-rate": 0.04}, needs_history=True,
-              answers_from_history=True, history_kinds=("own-rate", "fleet-rate")),
+    RouteSpec("rate", _rates, {"own-rate": 0.01, "own-median": 0.0105, "own-recent": 0.0105,
+                               "own-line": 0.0105, "own-trend": 0.011, "fleet-rate": 0.04},
+              needs_history=True, answers_from_history=True,
+              history_kinds=("own-rate", "own-median", "own-recent", "own-line", "own-trend",
+                             "fleet-rate")),
     RouteSpec("whole-job", _whole_job, {"whole-job": 0.03}, needs_history=True,
               answers_from_history=True, history_kinds=("whole-job",)),
     RouteSpec("end-to-end", _end_to_end,
@@ -183,6 +206,7 @@ class Forecaster:
         self._routes: list[Proposer] | None = None
         self._end_to_end: EndToEndRoute | None = None
         self._floors: dict[str, float] = {}
+        self._job_runs: dict[str, list[Any]] = {}
         self.layerwise = ScaleCalibratedRoute(LayerwiseRoute(layer_predictor), calibration,
                                               explain=lambda ask: self.end_to_end.miss_reason(ask))
 
@@ -267,6 +291,9 @@ class Forecaster:
         """The selector's judgement of a candidate, else the fallback rank with the
         candidate's own interval."""
         found = self.selector.judge(cand.relation) if self.selector else None
+        if len(cand.own_errors) >= MIN_OWN_ERRORS:
+            cells = self.selector if self.selector is not None else SelectorCells()
+            return cells.with_own(found, cand.own_errors, cand.own_cell)
         if found is not None:
             return found
         f = cand.forecast
@@ -304,8 +331,21 @@ class Forecaster:
             except JobcastError as exc:  # a miss; anything else is a bug and propagates
                 misses.append(exc)
                 continue
-            judged += [(c, self.judge(c)) for c in found if _finite(c.forecast)]
+            found = [self._with_lengths(c, ask) for c in found if _finite(c.forecast)]
+            judged += [(c, self.judge(c)) for c in found]
         return ask, judged, misses
+
+    def _with_lengths(self, cand: Candidate, ask: Ask) -> Candidate:
+        """The candidate with its ``lengths`` relation: whether the runs behind it and the
+        asked job differ in training iterations (``models.relation.lengths_bucket``, from the
+        run summaries; the asked steps count for a job or its training)."""
+        if not cand.runs or not self.has_history or not len(self.history):
+            return cand
+        rows = self.history[self.history["run_id"].isin(cand.runs)]
+        asked = [ask.iterations] if ask.target != "test" and ask.iterations else []
+        found = lengths_bucket([*rows["train_iterations"].tolist(), *asked])
+        return cand if found == cand.relation.lengths else replace(
+            cand, relation=replace(cand.relation, lengths=found))
 
     def forecast(self, req: JobRequest, now: float | None = None,
                  refuse_unfit: bool = True) -> Outcome:
@@ -314,14 +354,11 @@ class Forecaster:
         ``refuse_unfit=False`` answers a job that will not fit too, marked ``fits: false``
         (a table that ranks several deployments shows it rather than drop it; rule 6)."""
         try:
-            req, assumed = req.with_defaults()
-            if req.system and not (req.deployment or req.device):
-                found_key, spelled = history_deployment(
-                    self.history if self.has_history else None, req.system, req.network)
-                req = replace(req, deployment=found_key, system=spelled)
-                assumed = [*assumed, f"deployment {found_key}: the one system {req.system!r}'s "
-                                     "history names"]
-            req.validate()
+            req, taken = self.from_job_history(req)
+            whole_only = self._whole_job_only(req)
+            req, assumed = req.with_defaults(length_needed=not whole_only)
+            assumed = taken + assumed
+            req.validate(batch_needed=not whole_only)
             chosen = replace(self._choose(req, now), job=req)  # a route may answer a phase
             if isinstance(chosen, ForecastFailure):
                 return chosen
@@ -345,6 +382,34 @@ class Forecaster:
                                       memory=memory.as_dict() if memory else None)
         except (JobcastError, OSError) as exc:
             return _failure(req, exc)
+
+    def job_runs(self, key: str) -> list[Any]:
+        """The store's whole-job runs of one recurring job (none without a store)."""
+        if self.store is None:
+            return []
+        from ingest.whole_job import normal_key, whole_job_runs
+        name = normal_key(key)
+        if name not in self._job_runs:
+            self._job_runs[name] = whole_job_runs(self.store, key)
+        return self._job_runs[name]
+
+    def from_job_history(self, req: JobRequest) -> tuple[JobRequest, list[str]]:
+        """A request that names a job, completed from the job's history
+        (:func:`jobcast.service.job_history.complete_from_history`), with notes saying so."""
+        if not req.system:
+            if req.gpus is not None:
+                raise JobHistoryError("--gpus needs --job (the job whose GPU it counts)",
+                                      field="gpus")
+            return req, []
+        history = self.history if self.has_history else None
+        return complete_from_history(req, history, self.job_runs(req.system), req.gpus)
+
+    def _whole_job_only(self, req: JobRequest) -> bool:
+        """Whether ``req`` is a whole job of a named job whose history has no batch size
+        (a scheduler's): the whole-job route answers it without one."""
+        if req.phase != "job" or not req.system or not self.job_runs(req.system):
+            return False
+        return req.batch_size is None or (req.iterations is None and req.epochs is None)
 
     def _choose(self, req: JobRequest, now: float | None) -> Outcome:
         """The chosen candidate's answer to ``req`` (rules 1-4), or why there is none."""
@@ -378,9 +443,36 @@ class Forecaster:
                    "backtest": {"expected_error_percent": j.expected_percent(),
                                 "forecasts": j.n, "cell": j.cell},
                    "relation": cand.relation.as_dict(), "candidates": others}
-        low = min(f.seconds * j.low_factor, f.seconds)
-        high = max(f.seconds * j.high_factor, f.seconds)
+        floor = math.exp(self._spread_floor(cand))
+        low = min(f.seconds * j.low_factor, f.seconds / floor)
+        high = max(f.seconds * j.high_factor, f.seconds * floor)
+        if _lopsided(j):  # the side the backtest cannot speak to: the candidate's own
+            ran_low = j.low_factor * j.high_factor > 1  # the point near the low end
+            low, high = (min(low, f.low), high) if ran_low else (low, max(high, f.high))
+            details["warnings"] = [*details.get("warnings", []), (
+                f"the backtest forecasts of its kind ({j.n}) nearly all ran "
+                f"{'low' if ran_low else 'high'}: the interval's "
+                f"{'lower' if ran_low else 'upper'} end is the candidate's own")]
         return replace(f, low=low, high=high, details=details, why=cand.reason, chosen=chosen)
+
+    def _spread_floor(self, cand: Candidate) -> float:
+        """The log half-width an answer from history is never narrower than (rule 4): the
+        normal 90 % band of the spread between the runs behind it, ``1.645 sd
+        sqrt(1 + 1/n)`` of their log seconds per iteration and sample for the target (wall
+        for a job), n >= 2; 0 otherwise."""
+        if len(cand.runs) < 2 or not self.has_history or not len(self.history):
+            return 0.0
+        import numpy as np
+        rows = self.history[self.history["run_id"].isin(cand.runs)]
+        target = cand.relation.target
+        secs = {"job": "wall_seconds", "test": "test_seconds"}.get(target, "train_seconds")
+        its = "test_iterations" if target == "test" else "train_iterations"
+        per = rows[secs].to_numpy(float) / (rows[its].to_numpy(float)
+                                            * rows["batch_size"].clip(lower=1).to_numpy(float))
+        per = per[np.isfinite(per) & (per > 0)]
+        if len(per) < 2:
+            return 0.0
+        return SPREAD_Z * float(np.std(np.log(per), ddof=1)) * math.sqrt(1 + 1 / len(per))
 
     def _no_answer(self, ask: Ask, misses: list[JobcastError]) -> str:
         """Why nothing answered: the routes' own reasons, else what the history holds."""
@@ -392,6 +484,14 @@ class Forecaster:
         return (f"no history of network {req.network!r} on {where}"
                 + (f" (history has: {', '.join(known)})" if known else "")
                 + "; and no layerwise forecast of it")
+
+
+def _lopsided(j: Judgement) -> bool:
+    """Whether the candidate sits at an end of its kind's backtest interval: within
+    :data:`EDGE_SHARE` of its log width of one end (or outside it)."""
+    lo, hi = math.log(j.low_factor), math.log(j.high_factor)
+    width = hi - lo
+    return width > 0 and min(-lo, hi) < EDGE_SHARE * width
 
 
 def _miss_info(text: str, misses: list[JobcastError]) -> ErrorInfo | None:

@@ -190,7 +190,8 @@ def _resolved(f: Forecast) -> dict[str, Any]:
 def unused_flags(f: Forecast) -> list[str]:
     """What the request asked that the answering route cannot use, said as an assumption
     (never silently ignored): a stack or variant tags on a layerwise answer, an image size
-    or optimizer on a history answer (its runs ran their own)."""
+    or optimizer on a history answer (its runs ran their own), a length on a whole-job
+    answer (a scheduler's history states none)."""
     req, out = f.job, []
     layerwise = prices_network(f.details, str(f.route))
     if layerwise and req.stack:
@@ -206,6 +207,13 @@ def unused_flags(f: Forecast) -> list[str]:
         if str(req.optimizer or "").lower() not in ("", "sgd", "none"):
             out.append(f"--optimizer {req.optimizer}: the history answering ran its own "
                        "optimizer; only layerwise answers use it")
+    whole = f.details.get("whole_job")
+    if isinstance(whole, dict) and (req.iterations is not None or req.epochs is not None):
+        length = (f"--iterations {req.iterations}" if req.iterations is not None
+                  else f"--epochs {req.epochs:g}")
+        out.append(f"{length}: the job's whole-job history (a scheduler's) does not state its "
+                   "runs' length, so the answer is for a run as long as its runs; ingest the "
+                   "job's training logs with --system NAME to forecast by length")
     return out
 
 

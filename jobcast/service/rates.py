@@ -29,6 +29,22 @@ Rules (:class:`RateRoute.propose`):
 * **Own scale**: the between-run spread of the runs' rates (a t-quantile, times
   sqrt(1 + 1/n)), at least :data:`MIN_SPREAD`; one run: :data:`ONE_RUN_SCALE`; a fleet
   rate's is the spread of the systems' rates where there are several.
+* **Robust levels** beside the own mean, from the same runs in start order (:func:`levels`),
+  each its own candidate kind, so the backtest chooses between them (a kind no backtest has
+  seen ranks after the mean by its fallback error): ``own-median`` (3 runs or more: one slow
+  or fast run never sets it), ``own-recent`` (3 or more: weights halving with each older
+  run, :data:`RECENT_HALF_LIFE`, the runs further than :data:`OUTLIER_SPREADS` robust
+  spreads from the median left out, so an outlier never sets it alone) and ``own-trend``
+  (:data:`MIN_TREND_RUNS` or more: Theil-Sen's slope of log rate over run order, one run
+  ahead, kept within the runs' own range).
+* ``own-line``: the target's seconds as a line in the runs' training iterations, ``a + b x``
+  by least squares (:func:`line`), where the runs behind the mean (at the asked batch size)
+  differ in length (``models.relation.lengths_bucket``: ``varied``): runs that train to a
+  target accuracy stop at different epochs, and a whole run's seconds are not proportional
+  to its steps: start-up and the tail add a fixed part, and evaluations that begin only
+  after some epoch make a longer run's every step dearer (a negative ``a``; MLPerf UNet3D's
+  runs differ 3x in length). The slope must be positive and the answer more than
+  :data:`LINE_MIN_SHARE` of the mean rate's.
 """
 
 from __future__ import annotations
@@ -43,7 +59,7 @@ import pandas as pd
 from jobcast.service.candidates import Ask, Candidate, job_details, own_scale, to_job
 from jobcast.service.forecast import Forecast, Route
 from models.history import phase_shares
-from models.relation import Relation, runs_bucket
+from models.relation import Relation, lengths_bucket, runs_bucket
 from models.variant import compatible, describe_variant, variant_dict, variant_key
 
 
@@ -57,6 +73,54 @@ def variant_phrase(have: str, asked: dict) -> str:
 MAX_RUNS = 10
 MIN_SPREAD = 0.001
 ONE_RUN_SCALE = 0.03
+RECENT_HALF_LIFE = 1.0  # runs: each older run weighs half the one after it
+OUTLIER_SPREADS = 4.0  # robust spreads from the median that make a run an outlier
+MIN_LEVEL_RUNS = 3  # runs a median or recency-weighted level needs
+MIN_TREND_RUNS = 4  # runs a trend needs
+LINE_MIN_SHARE = 0.5  # a line's answer below this share of the mean rate's is not physical
+LEVEL_KINDS = ("own-median", "own-recent", "own-trend", "own-line")
+
+
+def line(iterations: np.ndarray, seconds: np.ndarray, steps: float
+         ) -> tuple[float, float, float] | None:
+    """(seconds at ``steps``, intercept, slope) of the line through the runs (module rules,
+    ``own-line``); None where their lengths differ too little or the fit is not physical."""
+    x, y = np.asarray(iterations, float), np.asarray(seconds, float)
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    x, y = x[ok], y[ok]
+    if lengths_bucket(x) != "varied":
+        return None
+    b, a = np.polyfit(x, y, 1)
+    at = float(a + b * steps)
+    if b <= 0 or at <= LINE_MIN_SHARE * float(np.mean(y / x)) * steps:
+        return None
+    return at, float(a), float(b)
+
+
+def levels(rates: np.ndarray) -> dict[str, tuple[float, str]]:
+    """The robust levels of a system's rates in start order (module rules): kind -> (rate,
+    how it was taken)."""
+    n = len(rates)
+    out: dict[str, tuple[float, str]] = {}
+    if n < MIN_LEVEL_RUNS:
+        return out
+    logs = np.log(rates)
+    mid = float(np.median(logs))
+    out["own-median"] = (math.exp(mid), "median")
+    spread = 1.4826 * float(np.median(np.abs(logs - mid)))
+    keep = np.abs(logs - mid) <= max(OUTLIER_SPREADS * spread, 1e-9) if spread > 0 else \
+        np.ones(n, dtype=bool)
+    weights = 0.5 ** ((n - 1 - np.arange(n)) / RECENT_HALF_LIFE) * keep
+    out["own-recent"] = (math.exp(float(np.sum(weights * logs) / np.sum(weights))),
+                         "recency-weighted mean (weights halving per older run, outliers out)")
+    if n >= MIN_TREND_RUNS:
+        from scipy import stats
+        slope = float(stats.theilslopes(logs, np.arange(n, dtype=float)).slope)
+        ahead = float(np.median(logs - slope * np.arange(n))) + slope * n
+        ahead = min(max(ahead, float(logs.min())), float(logs.max()))
+        out["own-trend"] = (math.exp(ahead), f"trend {100 * math.expm1(slope):+.1f} % a run, "
+                                             "one run ahead")
+    return out
 
 
 def _date(t: float) -> str:
@@ -96,23 +160,51 @@ class RateRoute:
         return runs
 
     def propose(self, ask: Ask) -> list[Candidate]:
-        """The own-rate candidate (the named system's runs), else the fleet-rate one (module
-        rules); none without steps or a batch size."""
+        """The own-rate candidate (the named system's runs) with its robust levels, else the
+        fleet-rate one (module rules); none without steps or a batch size."""
         if ask.iterations is None or ask.req.batch_size is None:
             return []
         runs = self.runs_for(ask)
         if runs.empty:
             return []
-        out = []
+        out: list[Candidate] = []
         own = runs[runs["system"] == ask.system] if ask.system else runs.iloc[0:0]
         if len(own):
             found = self._candidate(ask, own, "own-rate", "own")
-            out += [found] if found else []
+            out += [found, *self._levels(found, ask)] if found else []
         if not len(own):
             same = runs[runs["batch_size"] == ask.req.batch_size]
             found = self._candidate(ask, same, "fleet-rate",
                                     "other" if ask.system else "any") if len(same) else None
             out += [found] if found else []
+        return out
+
+    def _levels(self, mean: Candidate, ask: Ask) -> list[Candidate]:
+        """The robust-level candidates beside the own mean ``mean`` (module rules): the same
+        runs, relation and phases, another rate."""
+        details = mean.forecast.details
+        rates = np.asarray(details.get("rates", ()), dtype=float)
+        out = []
+        base = details["rate_seconds_per_iteration"]
+        found = dict(levels(rates))
+        steps = float(ask.iterations or 0)
+        if mean.relation.batch == "same" and steps > 0:
+            fit = line(np.asarray(details.get("lengths", ()), dtype=float),
+                       np.asarray(details.get("lengths", ()), dtype=float) * rates, steps)
+            if fit is not None:
+                found["own-line"] = (fit[0] / steps, f"line {fit[1]:+.4g} s and {fit[2]:.4g} s "
+                                                     "per iteration through")
+        for kind, (rate, how) in found.items():
+            factor = rate / base
+            reason = mean.reason.replace("own-rate: mean", f"{kind}: {how} of the", 1)
+            f = mean.forecast.scaled(factor)
+            phases = f.details.get("phases")
+            details = {"chosen": reason, "rate_seconds_per_iteration": rate}
+            if isinstance(phases, dict):
+                details["phases"] = {k: v * factor if k != "init" and isinstance(
+                    v, int | float) else v for k, v in phases.items()}
+            out.append(replace(mean, forecast=replace(f.with_details(**details), why=reason),
+                               relation=replace(mean.relation, kind=kind), reason=reason))
         return out
 
     def _pick(self, ask: Ask, runs: pd.DataFrame, fleet: bool = False
@@ -199,6 +291,8 @@ class RateRoute:
                   + f", stack {newest['stack'] or 'unknown'!r} to {_date(newest['start_time'])}"
                   + variant_phrase(newest["variant"], ask.variant) + (f"; {note}" if note else ""))
         details = {"rate_seconds_per_iteration": rate, "runs": len(rates),
+                   "rates": [float(r) for r in rates],
+                   "lengths": [float(x) for x in runs[self._columns(ask)[1]]],
                    "evidence": {"runs": len(rates), "points": len(rates), "cv_error": None},
                    "thin": len(rates) < 2,
                    "variant": newest["variant"], "system": ask.system if kind == "own-rate"
@@ -206,7 +300,7 @@ class RateRoute:
                    "deployment_match": ask.how(newest["deployment"])}
         relation = Relation(kind=kind, target=ask.target, system=system, batch=batch,
                             variant=variant, stack="newest", runs=runs_bucket(len(rates)),
-                            gpu=ask.gpu_relation(newest["deployment"]),
+                            gpu=ask.gpu_relation(newest["deployment"], own=kind != "fleet-rate"),
                             age=ask.age(float(runs["start_time"].max())), devices=ask.devices)
         model = f"rate/{ask.req.network.lower()}/{newest['deployment']}/{ask.target}" + (
             "/" + "_".join(f"{k}:{v}" for k, v in variant_dict(newest["variant"]).items())

@@ -93,7 +93,8 @@ FIELDS: tuple[Field, ...] = (
     Field("eval_every", "number"),
     Field("eval_size", "whole"),
     Field("stack", "text"),
-    Field("system", "text"),  # end-to-end: this system's own history (meta["system"])
+    Field("system", "text"),  # a recurring job's (system's) own history (meta["system"])
+    Field("gpus", "whole"),  # with a system: its GPU model at this many GPUs per node
     Field("tags", "text"),  # end-to-end variant beyond precision: "compiler=xla,data=real"
 )
 
@@ -135,6 +136,7 @@ LIMITS: dict[str, Limit] = {
     "eval_every": Limit(0, MAX_EPOCHS, open_low=True),
     "eval_size": Limit(1, MAX_DATASET_SIZE),
     "image_size": Limit(8, 8192),
+    "gpus": Limit(1, 1024),
 }
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NOT_A_NAME = re.compile(r"[/\\{}]")  # a path or JSON text, not a network's name
@@ -211,17 +213,19 @@ class JobRequest:
     data_parallel: str | None = None  # None: auto (models.scaling.auto_strategy)
     system: str | None = None
     tags: str | None = None
+    gpus: int | None = None  # with ``system``: the job's own GPU at this many per node
 
-    def with_defaults(self) -> tuple[JobRequest, list[str]]:
+    def with_defaults(self, length_needed: bool = True) -> tuple[JobRequest, list[str]]:
         """The request with what it left open filled in, and each assumption said: a job in
         epochs without a dataset size gets the network's usual dataset
-        (:func:`usual_dataset`); a job of no stated length is one step (a per-step answer)."""
+        (:func:`usual_dataset`); a job of no stated length is one step (a per-step answer),
+        unless ``length_needed`` is False (a recurring job answered from its wall times)."""
         if self.epochs is not None and self.dataset_size is None and self.network:
             name, size = usual_dataset(self.network)
             return (replace(self, dataset_size=size),
                     [f"epochs of {name} assumed ({size:,} samples each); give --dataset-size "
                      "for yours"])
-        if self.epochs is None and self.iterations is None:
+        if self.epochs is None and self.iterations is None and length_needed:
             return (replace(self, iterations=1),
                     ["no --iterations or --epochs given: one step (a per-step answer)"])
         return self, []
@@ -239,11 +243,13 @@ class JobRequest:
             and not isinstance(getattr(self, f.name), UnstatedDefault)
         }
 
-    def validate(self) -> None:
-        """Raise :class:`JobRequestError` for a request no route can answer."""
+    def validate(self, batch_needed: bool = True) -> None:
+        """Raise :class:`JobRequestError` for a request no route can answer
+        (``batch_needed=False``: a recurring job whose history has no batch size, answered
+        from its wall times alone)."""
         if not self.network or not str(self.network).strip():
             raise JobRequestError("network is missing", field="network")
-        if self.batch_size is None:
+        if self.batch_size is None and batch_needed:
             raise JobRequestError("batch_size is missing", field="batch_size")
         if self.phase not in REQUEST_PHASES:
             raise JobRequestError(f"phase must be job, train or test, got {self.phase!r}",

@@ -240,3 +240,18 @@ def upgrade_store(url: str | None = None) -> StoreUpgrade:
     finally:
         engine.dispose()
     return StoreUpgrade(hide_password(full), before, after)
+
+
+def run_clocks(store: Store, runs: list[Any]) -> dict[int, tuple[float | None, str]]:
+    """Run id -> (wall seconds, state) of ``runs`` (:func:`models.history.run_clock`: a
+    scheduler's recorded time and state, else the run's own start/stop records), as
+    ``jobcast runs`` shows them."""
+    from models.history import run_clock
+
+    totals: dict[int, dict[str, dict]] = {}
+    wanted = {r.id for r in runs}
+    for row in store.phase_totals():
+        if row["run_id"] in wanted:
+            totals.setdefault(row["run_id"], {})[row["phase"]] = row
+    return {r.id: run_clock(r.meta if isinstance(r.meta, dict) else {}, totals.get(r.id, {}))
+            for r in runs}

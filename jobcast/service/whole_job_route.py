@@ -8,20 +8,40 @@ Rules (:class:`WholeJobRoute.propose`):
 * The answer is :func:`models.whole_job.whole_job_candidate` (level, trend over runs and the
   spread of past durations; ``docs/cluster-history.md``), one ``whole-job`` candidate with
   relation ``system`` ``own``; a job without finished runs there gives none.
-* The store's whole-job runs are read once per forecaster.
+* **Another GPU count** (``--gpus``, or a deployment of the job's GPU at a count it never
+  ran): the job's runs at the nearest count, moved (:func:`moved_to`): a recurring job
+  trains the same epochs at the same per-GPU batch, so its time goes as the GPUs' ratio, with
+  :data:`LOSS_PER_DOUBLING` lost a doubling (MLPerf ResNet-50's per-GPU step grows 0-2 %
+  a doubling, docs/scaling.md) and a wider interval; ``batch`` relation ``other``,
+  ``extrapolated``, and the reason says which part of the history still applies.
+* **Its own backtest**: each of the job's newest :data:`OWN_ORIGINS` finished runs there
+  forecast from at most :data:`OWN_HISTORY` finished runs before it (``models.whole_job.
+  backtest``, at least two; :func:`recent_backtest`); the signed log errors go with the
+  candidate, so the forecaster judges it by the job's own error and interval
+  (``Forecaster.judge``) rather than a pooled cell. ``jobcast fit`` backtests every job so.
+* The job's whole-job runs are read once per forecaster and job
+  (``Forecaster.job_runs``: one job's rows, never the whole store).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
-from ingest.whole_job import normal_key, whole_job_runs
+from fleet.deployment import Deployment, canonical_key
+from fleet.errors import JobcastError
+from ingest.whole_job import normal_key
 from jobcast.service.candidates import Ask, Candidate, own_scale
 from jobcast.service.forecast import Forecast, Route
 from models.relation import Relation, runs_bucket
 
-if TYPE_CHECKING:
-    from ingest.store import Store
+LOSS_PER_DOUBLING = 0.01  # step time lost per doubling of the GPUs (docs/scaling.md)
+MOVE_BAND = 0.05  # log half-width added to a job moved to another GPU count
+BAND_PER_DOUBLING = 0.05  # and per doubling moved
+OWN_ORIGINS = 30  # the newest runs the job's own backtest forecasts
+OWN_HISTORY = 60  # at most this many earlier runs behind each of those forecasts
 
 
 def _newest(runs: list[Any], key: str) -> float | None:
@@ -38,33 +58,114 @@ class WholeJobRoute:
     kinds = ("whole-job",)
     costly = False
 
-    def __init__(self, store: Store | None):
-        self.store = store
-        self._runs: list[Any] | None = None
-
-    def runs(self) -> list[Any]:
-        """The store's whole-job runs (read once; none without a store)."""
-        if self._runs is None:
-            self._runs = whole_job_runs(self.store) if self.store is not None else []
-        return self._runs
+    def __init__(self, job_runs: Callable[[str], list[Any]]):
+        self.job_runs = job_runs
 
     def propose(self, ask: Ask) -> list[Candidate]:
         """The whole-job candidate of a named system's recurring job on the asked deployment
         (module rules); none when the ask is not a whole job of a named system."""
-        if ask.target != "job" or not ask.system or not ask.deployment or not self.runs():
+        if ask.target != "job" or not ask.system or not ask.deployment:
+            return []
+        runs = self.job_runs(ask.system)
+        if not runs:
             return []
         from models.whole_job import WholeJobMiss, whole_job_candidate
+        moved = ""
         try:
-            found = whole_job_candidate(list(self.runs()), ask.system, ask.deployment)
+            found = whole_job_candidate(list(runs), ask.system, ask.deployment)
         except WholeJobMiss:
-            return []
+            source = _other_count(runs, ask.deployment)
+            if source is None:
+                return []
+            try:
+                found = whole_job_candidate(list(runs), ask.system, source)
+            except WholeJobMiss:
+                return []
+            found, moved = moved_to(found, source, ask.deployment)
         reason = f"whole-job: {found.reason}"
         f = Forecast(job=ask.req, seconds=found.seconds, low=found.low, high=found.high,
-                     route=self.name, model=found.model,
+                     route=self.name, model=found.model, extrapolated=bool(moved),
                      details={"chosen": reason, "whole_job": found.to_dict(),
                               "evidence": {"runs": found.n_runs}}, why=reason)
-        relation = Relation(kind="whole-job", target="job", system="own", batch="same",
-                            variant="unstated", stack="none", runs=runs_bucket(found.n_runs),
-                            gpu="exact", age=ask.age(_newest(self.runs(), ask.system)),
-                            devices=ask.devices)
-        return [Candidate(f, relation, own_scale(f.seconds, f.low, f.high), reason)]
+        relation = Relation(kind="whole-job", target="job", system="own",
+                            batch="other" if moved else "same", variant="unstated",
+                            stack="none", runs=runs_bucket(found.n_runs), gpu="exact",
+                            age=ask.age(_newest(runs, ask.system)), devices=ask.devices)
+        errors = () if moved else own_errors(runs, found.key, found.deployment)
+        return [Candidate(f, relation, own_scale(f.seconds, f.low, f.high), reason,
+                          own_errors=errors,
+                          own_cell=f"job {found.key}'s own runs on {found.deployment}")]
+
+
+def _other_count(runs: list[Any], asked: str) -> str | None:
+    """The deployment of the job's finished runs on the asked GPU at the nearest other
+    count (in doublings; ties: the more runs), None when there is none."""
+    try:
+        want = Deployment.parse(asked)
+    except JobcastError:
+        return None
+    counts: dict[str, int] = {}
+    for r in runs:
+        if r.finished and r.seconds > 0:
+            counts[r.deployment] = counts.get(r.deployment, 0) + 1
+    found = []
+    for key, n in counts.items():
+        try:
+            dep = Deployment.parse(key)
+        except JobcastError:
+            continue
+        if dep.slug == want.slug and dep.count != want.count:
+            found.append((abs(math.log2(dep.count / want.count)), -n, key))
+    return min(found)[2] if found else None
+
+
+def moved_to(found: Any, source: str, asked: str) -> tuple[Any, str]:
+    """The job's whole-job answer on ``source`` moved to the asked GPU count (module
+    rules): time x source GPUs / asked GPUs, :data:`LOSS_PER_DOUBLING` lost per doubling,
+    the interval widened by :data:`MOVE_BAND` and :data:`BAND_PER_DOUBLING` a doubling."""
+    have, want = Deployment.parse(source).count, Deployment.parse(asked).count
+    doublings = math.log2(want / have)
+    factor = have / want * (1 + LOSS_PER_DOUBLING) ** doublings
+    band = math.exp(MOVE_BAND + BAND_PER_DOUBLING * abs(doublings))
+    note = (f"; its {have}-GPU runs moved to {want} GPUs: the same epochs at the same "
+            f"per-GPU batch assumed, time x {have}/{want} with {100 * LOSS_PER_DOUBLING:g} % "
+            "lost per doubling (MLPerf ResNet-50: 0-2 %, docs/scaling.md)")
+    moved = replace(found, seconds=found.seconds * factor, low=found.low * factor / band,
+                    high=found.high * factor * band, reason=found.reason + note,
+                    deployment=canonical_key(asked), model=f"{found.model}/moved-x{want}")
+    return moved, note
+
+
+def own_errors(runs: list[Any], key: str, deployment: str) -> tuple[float, ...]:
+    """ln(actual / forecast) of the job's newest :data:`OWN_ORIGINS` finished runs on
+    ``deployment``, each forecast from its finished runs before it (module rules)."""
+    rows = [r for r in recent_backtest(runs)
+            if r["key"] == key and r["deployment"] == deployment]
+    return tuple(math.log(r["actual"] / r["forecast"]) for r in rows)
+
+
+def recent_backtest(runs: list[Any]) -> list[dict[str, Any]]:
+    """``models.whole_job.backtest`` rows of each (job, deployment) of ``runs``, bounded: its
+    newest :data:`OWN_ORIGINS` finished runs, each from at most :data:`OWN_HISTORY` runs
+    before it; each row also has its ``when``, the history's newest ``last_when`` and the
+    run's ``gpus``."""
+    from ingest.whole_job import deployment_identity
+    from models.whole_job import backtest
+
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for r in runs:
+        if r.finished and r.seconds > 0:
+            groups.setdefault((normal_key(r.key), deployment_identity(r.deployment)),
+                              []).append(r)
+    out: list[dict[str, Any]] = []
+    for members in groups.values():
+        members.sort(key=lambda r: (r.when is None, r.when or 0.0))
+        members = members[-(OWN_ORIGINS + OWN_HISTORY):]
+        rows = backtest(members, min_history=2)[-OWN_ORIGINS:]
+        first = len(members) - len(rows)
+        for i, row in enumerate(rows):
+            if row["actual"] > 0 and row["forecast"] > 0:
+                out.append({**row, "when": members[first + i].when,
+                            "last_when": members[first + i - 1].when,
+                            "gpus": members[first + i].gpus})
+    return out

@@ -11,8 +11,10 @@ import pytest
 from paths import DATA
 from typer.testing import CliRunner
 
+import jobcast.service.forecaster  # noqa: F401  (registers the built-in routes)
 from ingest.store import Store
 from jobcast.cli.app import app
+from jobcast.service.route_registry import history_kinds
 
 runner = CliRunner()
 
@@ -109,7 +111,7 @@ def test_predict_single_job_json(fitted_store):
     # the run's own history answers: its rate or its phase model (issue 22: chosen by backtest)
     assert out["model"].startswith((f"e2e/resnet50/{run['deployment']}/train/",
                                     f"rate/resnet50/{run['deployment']}/train"))
-    assert out["candidate"] in ("own-rate", "own-model", "fleet-rate", "pooled-model")
+    assert out["candidate"] in history_kinds()
     assert out["low"] <= out["seconds"] <= out["high"]
     assert out["extrapolated"] is False
     assert abs(out["seconds"] - actual) / actual < 0.25  # an in-sample run, loosely

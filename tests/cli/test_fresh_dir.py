@@ -19,7 +19,8 @@ from ingest.events import ParsedRun, Segment
 from ingest.home import data_home, default_store_url, default_tracking_uri
 from ingest.store import Store
 from jobcast.cli.app import app
-from jobcast.service.systems import SystemDeploymentError, system_deployment
+from jobcast.service.job_history import JobHistoryError, newest_run
+from models.history import run_table
 
 runner = CliRunner()
 
@@ -132,16 +133,20 @@ def test_system_deployment_from_history(tmp_path):
                                           ("lab/mixed", "Tesla V100-SXM2-16GB", 4)]):
         store.add_file(content_hash=f"{i:064d}", source=f"f{i}.jsonl", fmt="jsonl", size=1,
                        parsed=[_run(system, gpu, n)])
-    only = system_deployment(store, "LAB/dgx ", "resnet50")
-    assert only == store.runs()[0].deployment
-    with pytest.raises(SystemDeploymentError, match="2 deployments: .*pick one"):
-        system_deployment(store, "lab/mixed")
-    with pytest.raises(SystemDeploymentError, match="systems in the store: lab/dgx, lab/mixed"):
-        system_deployment(store, "nowhere")
+    history = run_table(store)
+    only = newest_run("LAB/dgx ", history, [])
+    assert only.deployment == store.runs()[0].deployment and only.spelled == "lab/dgx"
+    mixed = newest_run("lab/mixed", history, [])
+    assert mixed.deployment == store.runs()[2].deployment  # the newest run's
+    assert set(mixed.deployments) == {r.deployment for r in store.runs()[1:]}
+    with pytest.raises(JobHistoryError, match="jobs in the store: lab/dgx, lab/mixed"):
+        newest_run("nowhere", history, [])
     result = runner.invoke(app, ["predict", "--store", store.url, "--network", "resnet50",
                                  "--system", "lab/mixed", "--batch-size", "256",
-                                 "--iterations", "10"])
-    assert result.exit_code == 2 and "pick one with --deployment" in result.output
+                                 "--iterations", "10", "--json"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(json.loads(result.output)["assumptions"])
+    assert f"it also ran on {store.runs()[1].deployment}" in said
 
 
 def test_fit_prints_no_library_logs_and_writes_mlflow_beside_the_store(tmp_path):

@@ -232,7 +232,7 @@ def test_exact_history_comes_first_and_alone():
 
 def test_a_specific_gpu_never_takes_another_gpus_history():
     assert family_matches("8x V100-SXM2-32GB", ["nvidia-v100-sxm2-16gb-x8"]) == []
-    assert family_matches("8x V100-SXM2-16GB", ["nvidia-v100-x8"]) == []  # history less specific
+    assert family_matches("8x V100-SXM2-16GB", ["nvidia-v100-x4", "nvidia-a100-x8"]) == []
     assert family_matches("8x A100 80GB", ["nvidia-a100-sxm4-40gb-x8", "nvidia-a100-pcie-80gb-x8",
                                            "nvidia-a100-sxm4-80gb-x8"]) == [
         ("nvidia-a100-sxm4-80gb-x8", "family: asked 'A100-80GB', history has 'A100-SXM4-80GB'"),
@@ -240,6 +240,18 @@ def test_a_specific_gpu_never_takes_another_gpus_history():
     ]
     assert family_matches("8x Intel Gaudi2", HISTORY) == [("habana-gaudi2-x8", "exact")]
     assert family_matches("8x TPU v4", HISTORY) == []
+
+
+def test_a_gpu_asked_finds_history_filed_under_its_family():
+    # issue 35: a system described as "Tesla V100" is stored under the family; asked with the
+    # nvidia-smi name of its part, the same history answers, and says how it matched
+    found = family_matches("8x Tesla V100-SXM2-16GB", ["nvidia-v100-x8", "nvidia-a100-x8"])
+    assert found == [("nvidia-v100-x8",
+                      "family: asked 'V100-SXM2-16GB', history has its family 'V100' (a member)")]
+    # the most specific family first; never another count
+    assert [m.key for m in family_matches(
+        "8x A100-SXM4-80GB", ["nvidia-a100-x8", "nvidia-a100-80gb-x8", "nvidia-a100-x4"])] == [
+        "nvidia-a100-80gb-x8", "nvidia-a100-x8"]
 
 
 def test_family_history_keys_match_a_wider_family():
@@ -281,3 +293,15 @@ def test_a_family_column_groups_rows_and_a_family_name_is_no_row(tmp_path):
     clash = _catalog(tmp_path, rows[0], dict(rows[1], aliases="Foo X1"), name="clash.csv")
     with pytest.raises(ValueError, match="family 'Foo X1' is also a spelling of Foo X1 8GB"):
         gpu_members("Foo X1", clash)
+
+
+@pytest.mark.parametrize(("spelled", "key"), [
+    ("8x NVIDIA Blackwell GPU (B200-SXM-180GB)", "nvidia-b200-x8"),  # MLPerf v5.0 descriptions
+    ("4x NVIDIA Blackwell GPU (GB200)", "nvidia-gb200-x4"),
+    ("2x NVIDIA H100 NVL Tensor Core GPU (PCIe)", "nvidia-h100-nvl-x2"),  # v4.1, as filed
+    ("8x NVIDIA A100-SXM4-40GB (400W)", "nvidia-a100-sxm4-40gb-x8"),
+    ("8x NVIDIA RTX PRO 6000 Blackwell Server Edition",
+     "nvidia-rtx-pro-6000-blackwell-server-edition-x8"),  # a part's own word stays
+])
+def test_an_architecture_named_before_the_part_is_the_part(spelled: str, key: str) -> None:
+    assert Deployment.parse(spelled).key == key

@@ -510,6 +510,15 @@ def test_system_descriptions_with_quirks() -> None:
     assert mlperf.system_framework(dell, set()) == dell["framework"].strip()
     no_count = {"accelerator_model_name": "X", "accelerators_per_node": ""}
     assert mlperf.system_deployment(no_count) is None
+    # MLPerf v5.0 (Dell XE9680L, as filed): the part is in the parenthesised note
+    b200 = {"accelerator_model_name": "NVIDIA Blackwell GPU (B200-SXM-180GB)",
+            "accelerators_per_node": "8", "number_of_nodes": "1"}
+    found = mlperf.system_deployment(b200)
+    assert found is not None and found.key == "nvidia-b200-x8"
+    watts = {"accelerator_model_name": "NVIDIA A100-SXM4-40GB (400W)",
+             "accelerators_per_node": "8", "number_of_nodes": "1"}
+    found = mlperf.system_deployment(watts)
+    assert found is not None and found.key == "nvidia-a100-sxm4-40gb-x8"
 
 
 # ---------------------------------------------------------------- all real logs

@@ -52,9 +52,10 @@ def test_real_samples_of_four_slurm_versions():
                for p in sorted(DATA.glob("sacct-*.json"))}
     for name, path in ((p.name, p) for p in DATA.glob("sacct-*.json")):
         assert detect(path.read_text().splitlines()[:200], registered()) is slurm, name
-    (requeued,) = by_file["sacct-21.08.8.json"]
+    (requeued,) = by_file["sacct-21.08.8.json"]  # its elapsed (86301 s) is not End - Start
     assert (requeued.state, requeued.gpus, requeued.gpu_type, requeued.seconds) == (
-        "requeued", 1, None, 86301.0)
+        "requeued", 1, None, requeued.end - requeued.start)
+    assert "86301 s contradicts End - Start = 94363 s" in requeued.elapsed_conflict()
     (failed,) = by_file["sacct-22.05.9.json"]  # an array task on 4 nodes x 4 GPUs
     assert (failed.job_id, failed.state, failed.gpus, failed.nodes) == (
         "20247445_100", "failed", 16, 4)
@@ -141,7 +142,9 @@ def test_reingest_and_overlapping_dumps_count_each_job_once(tmp_path):
     report, store = ingest(tmp_path, tmp_path / "week1.json", tmp_path / "week2.json")
     again, _ = ingest(tmp_path, tmp_path / "week1.json")
     assert report["stored"] == 2 and len(again["duplicates"]) == 1
-    assert len(store.runs()) == 6 and len(whole_job_runs(store)) == 4
+    assert len(store.runs()) == 4 and len(whole_job_runs(store)) == 4
+    (note,) = [w["warning"] for w in report["warnings"] if w["source"].endswith("week2.json")]
+    assert note.startswith("2 jobs already in the store, not stored again: 4242001, 4242002 (from")
 
 
 @pytest.mark.parametrize("change, reason", [
@@ -149,7 +152,7 @@ def test_reingest_and_overlapping_dumps_count_each_job_once(tmp_path):
     (lambda j: j["time"].update(elapsed="soon"), "not a number"),
     (lambda j: j["tres"]["allocated"].append({"type": "gres", "name": "gpu", "count": -3}),
      "GPU count -3"),
-    (lambda j: j["time"].update(elapsed=10**400), "wall time inf"),
+    (lambda j: j["time"].update(elapsed=10**400), "time.elapsed: not a finite number"),
     (lambda j: j["time"].update(start=5, end=10), "start time 5.0"),
 ])
 def test_bad_jobs_reject_the_file_with_the_job_line(tmp_path, change, reason):

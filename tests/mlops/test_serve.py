@@ -15,10 +15,12 @@ import urllib.request
 import pytest
 from paths import DATA
 
+import jobcast.service.forecaster  # noqa: F401  (registers the built-in routes)
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
 from jobcast.mlops.registry import default_predictor_dir, register_forecaster, resolve_model_uri
 from jobcast.mlops.serving import serve_argv, serve_env
+from jobcast.service.route_registry import history_kinds
 from models.e2e import fit_store, load_models
 
 pytestmark = pytest.mark.slow
@@ -151,7 +153,9 @@ def test_layerwise_rows_as_dataframe_records(server):
         {"network": "vgg16", "deployment": deployment, "batch_size": 256, "iterations": 100,
          "phase": "train"},
         # One A100 run at one batch size: another batch size is answered by the candidate the
-        # backtest trusts most there (the hybrid, the key's model or its per-sample rate).
+        # backtest trusts most there (the hybrid, the key's model or its per-sample rate, or
+        # the layerwise forecast calibrated on this store: history at another batch size is
+        # 20-58 % off on the MLPerf CNN backtest of the shipped prior).
         {"network": "resnet50", "deployment": one_run.deployment, "batch_size": seen_batch // 2,
          "iterations": 1000, "phase": "train"},
         {"network": "resnet50", "deployment": one_run.deployment, "batch_size": seen_batch,
@@ -163,10 +167,10 @@ def test_layerwise_rows_as_dataframe_records(server):
     assert plain["route"] == "layerwise" and plain["model"].startswith("layerwise/")
     assert calibrated["route"] == "layerwise-calibrated"
     assert "+calibration/hardware/" in calibrated["model"]
-    assert own_runs["route"] in ("hybrid", "end-to-end") and own_runs["error"] is None
+    assert own_runs["route"] in ("hybrid", "end-to-end", "layerwise-calibrated")
+    assert own_runs["error"] is None
     assert own_runs["high"] / own_runs["low"] > 1.1  # another batch size: a wide interval
-    assert history["route"] == "end-to-end" and history["candidate"] in (
-        "own-model", "own-rate", "fleet-rate", "pooled-model")
+    assert history["route"] == "end-to-end" and history["candidate"] in history_kinds()
     assert history["high"] / history["low"] < own_runs["high"] / own_runs["low"]
     for pred in (plain, calibrated, own_runs, history):
         assert pred["error"] is None and 0 < pred["low"] <= pred["seconds"] <= pred["high"]

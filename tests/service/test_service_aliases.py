@@ -29,12 +29,14 @@ def test_old_registry_names_read_the_route_registry():
 
     with warnings.catch_warnings():  # each read warns: shown below
         warnings.simplefilter("ignore", DeprecationWarning)
-        assert route_registry.kinds() == candidates.KINDS == (  # the order before the registry
-            "own-rate", "own-model", "whole-job", "fleet-rate", "pooled-model", "hybrid",
-            "scaled-count", "layerwise-calibrated", "layerwise")
+        assert route_registry.kinds() == candidates.KINDS == (  # by fallback rank
+            "own-rate", "own-median", "own-recent", "own-line", "own-trend", "own-model",
+            "whole-job", "fleet-rate", "pooled-model", "hybrid", "scaled-count",
+            "layerwise-calibrated", "layerwise")
         assert route_registry.fallback_errors() == candidates.FALLBACK_ERROR
         assert set(candidates.HISTORY_KINDS) == route_registry.history_kinds() == {
-            "own-rate", "own-model", "whole-job", "fleet-rate", "pooled-model"}
+            "own-rate", "own-median", "own-recent", "own-line", "own-trend", "own-model",
+            "whole-job", "fleet-rate", "pooled-model"}
         assert route_registry.history_routes() == forecaster.HISTORY_ROUTES
         assert [name for name, *_ in forecaster.ROUTES] == list(route_registry.route_names())
     for module, old in ((candidates, "KINDS"), (candidates, "FALLBACK_ERROR"),

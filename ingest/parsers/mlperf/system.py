@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.deployment import Deployment
+from fleet.names import without_note
 from ingest.events import ParseContext, ParseError
 
 _VERSION = re.compile(r"(?:^|[_\s-])v(\d+\.\d+)(?:\.\d+)?$", re.IGNORECASE)
@@ -212,8 +213,8 @@ def normalised(system: dict) -> dict:
 
 
 def _clean_accelerator(name: str) -> str:
-    """Drop a trailing parenthesised note: ``"NVIDIA A100-SXM4-40GB (400W)"``."""
-    return re.sub(r"\s*\([^)]*\)\s*$", "", name).strip()
+    """The accelerator name without its trailing note (:func:`fleet.names.without_note`)."""
+    return without_note(name)
 
 
 def _with_generation(name: str, system_name: object) -> str:

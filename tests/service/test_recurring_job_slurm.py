@@ -1,0 +1,85 @@
+"""A recurring Slurm job asked by its name (issue 35, cause 3).
+
+A real-shaped ``sacct --json`` export (Slurm 23.11's number shapes; the real SARC job as the
+template, ``tests/slurm_shapes.py``) of one job name run daily: six typical runs, one 1.6x
+slow run and one failed run. ``ingest``, ``fit`` and ``predict --job NAME`` must answer near
+the typical run, not the outlier, with the job's own backtest behind the interval; ``--gpus``
+moves it to another GPU count.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from slurm_shapes import document, history
+from typer.testing import CliRunner
+
+from jobcast.cli.app import app
+
+runner = CliRunner()
+NAME = "resnet50-imagenet"
+TYPICAL = [30000, 31000, 29500, 30500, 30200, 30800]
+SLOW = 48000  # the run `jobcast check` would flag
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("slurm")
+    t0 = 1_760_000_000
+    seconds = [*TYPICAL[:4], SLOW, 2000, *TYPICAL[4:]]
+    states = ["COMPLETED"] * 5 + ["FAILED"] + ["COMPLETED"] * 2
+    runs = [dict(start=t0 + i * 86400, seconds=s, state=st)
+            for i, (s, st) in enumerate(zip(seconds, states, strict=True))]
+    path = Path(root / "sacct.json")
+    path.write_text(document(history(NAME, runs), "new"))
+    url = f"sqlite:///{root}/s.db"
+    res = runner.invoke(app, ["ingest", str(path), "--store", url, "--network", "resnet50"])
+    assert res.exit_code == 0, res.output
+    return url
+
+
+def _predict(store: str, *flags: str) -> dict:
+    res = runner.invoke(app, ["predict", "--job", NAME, "--store", store, "--json", *flags])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+def test_fit_fits_a_store_of_scheduler_history(store: str) -> None:
+    res = runner.invoke(app, ["fit", "--store", store, "--json", "--no-track"])
+    assert res.exit_code == 0, res.output
+    whole = [e["whole_job"] for e in json.loads(res.output) if "whole_job" in e]
+    assert whole and whole[0]["jobs"] == 1 and whole[0]["forecasts"] >= 3
+
+
+def test_next_run_is_the_typical_run_not_the_outlier(store: str) -> None:
+    out = _predict(store)
+    assert out["candidate"] == "whole-job"
+    typical = statistics.median(TYPICAL)
+    assert abs(out["seconds"] - typical) < 0.5 * abs(SLOW - typical)
+    assert out["low"] < typical < out["high"]
+    assert "own runs" in out["chosen"]  # the job's own backtest, not a pooled cell
+    said = " ".join(out["assumptions"])
+    assert "newest run" in said and "network resnet50" in said
+
+
+def test_gpus_moves_the_job_to_another_count(store: str) -> None:
+    base, half = _predict(store), _predict(store, "--gpus", "4")
+    assert 1.8 < half["seconds"] / base["seconds"] < 2.2
+    assert half["extrapolated"] and "moved to 4 GPUs" in half["why"]
+
+
+def test_a_length_the_history_cannot_scale_is_said(store: str) -> None:
+    out = _predict(store, "--iterations", "1000")
+    assert any("does not state its runs' length" in a for a in out["assumptions"])
+
+
+def test_runs_show_each_runs_wall_clock_and_state(store: str) -> None:
+    res = runner.invoke(app, ["runs", "--store", store, "--json"])
+    assert res.exit_code == 0, res.output
+    runs = json.loads(res.output)
+    walls = sorted((r["state"], r["wall_seconds"]) for r in runs)
+    assert ("failed", 2000) in walls  # its real elapsed time, never 0 s
+    assert sorted(w for s, w in walls if s == "completed") == sorted([*TYPICAL, SLOW])
