@@ -257,18 +257,16 @@ class Store:
         ]
 
     def segments(self, run_ids: list[int] | None = None) -> list[dict]:
-        """Segments as dicts (``points`` decoded), ordered by run and sequence."""
+        """Segments as dicts (``points`` decoded), ordered by run and sequence; ``run_ids``
+        asked 500 at a time (SQLite bounds a statement's variables)."""
         query = sa.select(segments).order_by(segments.c.run_id, segments.c.seq)
-        if run_ids is not None:
-            query = query.where(segments.c.run_id.in_(run_ids))
+        ids = sorted(set(run_ids)) if run_ids is not None else None
         with self.engine.connect() as conn:
-            rows = conn.execute(query).mappings().all()
-        out = []
-        for r in rows:
-            d = dict(r)
-            d["points"] = [tuple(p) for p in json.loads(d["points"] or "[]")]
-            out.append(d)
-        return out
+            rows = (conn.execute(query).mappings().all() if ids is None else [
+                r for i in range(0, len(ids), 500) for r in conn.execute(
+                    query.where(segments.c.run_id.in_(ids[i:i + 500]))).mappings().all()])
+        return [{**r, "points": [tuple(p) for p in json.loads(r["points"] or "[]")]}
+                for r in rows]
 
     def counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:

@@ -161,7 +161,7 @@ def recent_backtest(runs: list[Any]) -> list[dict[str, Any]]:
     for members in groups.values():
         members.sort(key=lambda r: (r.when is None, r.when or 0.0))
         members = members[-(OWN_ORIGINS + OWN_HISTORY):]
-        rows = backtest(members, min_history=2)[-OWN_ORIGINS:]
+        rows = backtest(members, min_history=max(2, len(members) - OWN_ORIGINS))
         first = len(members) - len(rows)
         for i, row in enumerate(rows):
             if row["actual"] > 0 and row["forecast"] > 0:

@@ -101,7 +101,9 @@ def test_request_precision_picks_the_variant_through_the_forecaster(tmp_path):
     # a request that states no precision takes the history's own, and says so
     unstated = fc.forecast(JobRequest(network="resnet50", deployment=A100, batch_size=256,
                                       iterations=500))
-    assert unstated.ok and unstated.model == ok.model and unstated.seconds == ok.seconds
+    assert unstated.ok and unstated.model.endswith("precision:fp16")
+    # (not necessarily the same candidate: stating the precision changes the relation the
+    # selector judges, ``variant`` asked or assumed)
     assert "precision=fp16" in unstated.details["chosen"]
 
 

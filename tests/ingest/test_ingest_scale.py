@@ -1,17 +1,28 @@
-"""``--deployment D --override`` on a cluster's export (issue 35, cause 5): each run that
-names other GPUs keeps a warning citing the line that names them; the file is searched once
-per GPU name (:class:`ingest.pipeline.NamedLines`), not once per run, and the lines cited
-are those a search of the whole file per run finds."""
+"""Ingest at a cluster's scale (issue 35, cause 5).
+
+``--deployment D --override``: each run that names other GPUs keeps a warning citing the
+line that names them; the file is searched once per GPU name
+(:class:`ingest.pipeline.NamedLines`), not once per run, and the lines cited are those a
+search of the whole file per run finds. Parsing pauses the cycle collector
+(:func:`ingest.pipeline.gc_paused`) and leaves it as it found it."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
+import pytest
 from slurm_shapes import document, history
 
 from fleet.deployment import normalise_deployment
 from ingest.parsers import context_for, registered, slurm
-from ingest.pipeline import IngestOptions, NamedLines, apply_overrides, parse_data
+from ingest.pipeline import (
+    IngestOptions,
+    NamedLines,
+    apply_overrides,
+    gc_paused,
+    parse_data,
+)
 
 T0 = 1_714_000_000
 OVERRIDE = IngestOptions(deployment="1x A100", override=True)
@@ -64,3 +75,26 @@ def test_the_ingest_path_stores_every_run_under_the_flag(tmp_path):
     assert len(parsed.runs) == 40
     assert {r.stored_key() for r in parsed.runs} == {FLAG}
     assert all("by --override" in r.meta["warnings"][-1] for r in parsed.runs)
+
+
+def test_parsing_pauses_the_cycle_collector_and_restores_it():
+    seen = []
+
+    @gc_paused
+    def parse(fail: bool) -> None:
+        seen.append(gc.isenabled())
+        if fail:
+            raise ValueError("a bad file")
+
+    assert gc.isenabled()
+    parse(False)
+    with pytest.raises(ValueError, match="a bad file"):
+        parse(True)
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        parse(False)
+        assert not gc.isenabled()  # left as it was found
+    finally:
+        gc.enable()
+    assert getattr(parse_data, "__wrapped__", None) is not None  # the parse path is paused
