@@ -1,18 +1,24 @@
 """Build the shipped selector prior (``models/data/selector_prior.json``) from a backtest of
 the reference corpora, and print what each candidate kind scored.
 
-The corpora (issue 22: fit and tune on ``../shared`` and MLPerf ResNet v0.5-v4.0, which the
-workplace mirrors hold): ingest them into one store first, e.g.
+The corpora (issue 35): MLPerf Training v0.6-v3.1, its CNN benchmarks (ResNet, SSD/RetinaNet,
+Mask R-CNN, UNet3D), each system's first eight result files, with ``../shared`` logs and
+Lambda; rounds v4.0 on are kept out for ``benchmarks/e2e_wallclock.py``. Export the rounds
+from the mlcommons/training_results_vX.Y snapshots (``e2e_wallclock.export_round``, into
+``/tmp/corpora-prior``), keep ``result_0`` .. ``result_7`` of each system (4,373 files,
+``/tmp/corpora-trim``), then ingest into one store:
 
     S=sqlite:////tmp/prior.db
-    .venv/bin/jobcast ingest /work/corpora/mlperf ../shared/data/logs ../shared/data/lambda \
+    .venv/bin/jobcast ingest /tmp/corpora-trim ../shared/data/logs ../shared/data/lambda \
         --store $S --workers 2
     nice .venv/bin/python benchmarks/selector_prior.py --store $S \
         [--rows /tmp/rows.csv] [--out models/data/selector_prior.json]
 
-The backtest is ``jobcast.service.backtest`` with every system and history sizes 1, 2 and 3
-(about 10 minutes on two quiet cores for the 2,600 runs of those corpora). ``--rows`` reuses
-a backtest already written.
+(Issue 22's prior held MLPerf ResNet v0.5-v4.0 only.) The 2026-12-03 fit: 74,143 candidate
+forecasts in 240-640 s (load-dependent), 5,189 cells.
+
+The backtest is ``jobcast.service.backtest`` with every system and history sizes 1, 2 and 3.
+``--rows`` reuses a backtest already written.
 """
 
 from __future__ import annotations
