@@ -93,9 +93,9 @@ def newest_run(name: str, history: Any, whole_runs: list[Any]) -> NewestRun:
         shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10
                                          else "")
         raise JobHistoryError(
-            f"no run of job {name!r} in the store" + (f"; jobs in the store: {shown}" if known
-                                                      else "; the store holds no job's runs"),
-            field="system")
+            f"no run of job {name!r} in the store" + (
+                f"; jobs in the store: {shown}" if known else "")
+            + " (`jobcast runs` lists every job, a scheduler's too)", field="system")
     finished = [r for r in rows if r.get("finished", True)] or rows
     finished.sort(key=lambda r: _time(r.get("start_time")))
     last = finished[-1]
