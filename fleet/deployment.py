@@ -199,21 +199,23 @@ def family_matches(asked: str | Deployment, stored: Iterable[str]) -> list[Famil
     return [match for _, _, match in sorted(found)]
 
 
-# How a rule-3 match ends (:func:`family_matches`): the asked GPU is a member of history's
-FAMILY_OF_ASKED = " (a member)"
+def member_of_family(asked: Deployment, stored: Deployment) -> bool:
+    """Whether ``asked`` names one GPU that ``stored``'s family holds, at the same counts
+    (rule 3 of :func:`family_matches`: history filed under the family of the GPU asked)."""
+    want, have = asked.identity, stored.identity
+    return (want.known and not want.is_family and have.is_family
+            and (asked.per_node, asked.nodes) == (stored.per_node, stored.nodes)
+            and want.members[0] in have.members)
 
 
 def _families_of(want: Deployment, parsed: dict[str, Deployment]) -> list[FamilyMatch]:
     """Rule 3 of :func:`family_matches`: stored family keys that ``want``'s one GPU is a
     member of, with its counts, the most specific family first."""
-    gpu = want.identity.members[0]
     found = []
     for text, dep in parsed.items():
-        have = dep.identity
-        if (dep.per_node, dep.nodes) != (want.per_node, want.nodes) or not have.is_family:
-            continue
-        if gpu in have.members:
+        if member_of_family(want, dep):
+            have = dep.identity
             how = (f"family: asked {want.identity.label!r}, history has its family "
-                   f"{have.label!r}{FAMILY_OF_ASKED}")
+                   f"{have.label!r} (a member)")
             found.append((len(have.members), text, FamilyMatch(text, how)))
     return [match for _, _, match in sorted(found)]

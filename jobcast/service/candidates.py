@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fleet.deployment import FAMILY_OF_ASKED, Deployment, family_matches, normalise_deployment
+from fleet.deployment import Deployment, family_matches, member_of_family, normalise_deployment
 from fleet.deprecation import renamed_attributes
 from fleet.errors import JobcastError
 from jobcast.service.forecast import Forecast
@@ -134,9 +134,14 @@ class Ask:
         system's ``own`` history filed under the family of the GPU asked (a description that
         says "Tesla V100", asked as "Tesla V100-SXM2-16GB") is ``exact``: it ran on the GPU
         the user names, so every spelling gets one answer (issue 35)."""
-        how = self.how(key)
-        if how == "exact" or (own and how.endswith(FAMILY_OF_ASKED)):
+        if self.how(key) == "exact":
             return "exact"
+        if own and self.deployment:
+            try:
+                if member_of_family(Deployment.parse(self.deployment), Deployment.parse(key)):
+                    return "exact"
+            except JobcastError:  # a stored key that names no deployment
+                pass
         return "family"
 
 

@@ -150,9 +150,8 @@ def fit_store_all(store: Store, form: str = "auto", *, backtest: bool = True,
                             progress=progress, bugs=bugs)
     whole_rows, whole = whole_job_rows(store) if backtest else (pd.DataFrame(),
                                                                  WholeJobSummary())
-    selector = fit_selector(pd.concat([r for r in (rows, whole_rows) if not r.empty],
-                                      ignore_index=True)
-                            if not (rows.empty and whole_rows.empty) else rows)
+    frames = [r for r in (rows, whole_rows) if not r.empty]
+    selector = fit_selector(pd.concat(frames, ignore_index=True) if frames else rows)
     extra: dict[str, object] = {HISTORY_ARTIFACT: to_records(history)}
     if selector.n_:
         extra[SELECTOR_ARTIFACT] = selector.to_dict()

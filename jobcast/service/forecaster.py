@@ -335,13 +335,20 @@ class Forecaster:
             judged += [(c, self.judge(c)) for c in found]
         return ask, judged, misses
 
+    def _runs_behind(self, cand: Candidate) -> pd.DataFrame | None:
+        """The run summaries of the runs behind ``cand`` (None: it names none, or there is
+        no history)."""
+        if not cand.runs or not self.has_history or not len(self.history):
+            return None
+        return self.history[self.history["run_id"].isin(cand.runs)]
+
     def _with_lengths(self, cand: Candidate, ask: Ask) -> Candidate:
         """The candidate with its ``lengths`` relation: whether the runs behind it and the
         asked job differ in training iterations (``models.relation.lengths_bucket``, from the
         run summaries; the asked steps count for a job or its training)."""
-        if not cand.runs or not self.has_history or not len(self.history):
+        rows = self._runs_behind(cand)
+        if rows is None:
             return cand
-        rows = self.history[self.history["run_id"].isin(cand.runs)]
         asked = [ask.iterations] if ask.target != "test" and ask.iterations else []
         found = lengths_bucket([*rows["train_iterations"].tolist(), *asked])
         return cand if found == cand.relation.lengths else replace(
@@ -460,10 +467,10 @@ class Forecaster:
         normal 90 % band of the spread between the runs behind it, ``1.645 sd
         sqrt(1 + 1/n)`` of their log seconds per iteration and sample for the target (wall
         for a job), n >= 2; 0 otherwise."""
-        if len(cand.runs) < 2 or not self.has_history or not len(self.history):
+        rows = self._runs_behind(cand)
+        if rows is None or len(rows) < 2:
             return 0.0
         import numpy as np
-        rows = self.history[self.history["run_id"].isin(cand.runs)]
         target = cand.relation.target
         secs = {"job": "wall_seconds", "test": "test_seconds"}.get(target, "train_seconds")
         its = "test_iterations" if target == "test" else "train_iterations"

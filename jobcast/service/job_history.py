@@ -77,8 +77,8 @@ def _whole(runs: list[Any], name: str) -> list[dict]:
     for r in runs:
         if normal_key(r.key) != name:
             continue
-        out.append({"system": r.key, "network": getattr(r, "network", "") or r.key,
-                    "deployment": r.deployment, "batch_size": getattr(r, "batch_size", 0),
+        out.append({"system": r.key, "network": r.network or r.key,
+                    "deployment": r.deployment, "batch_size": r.batch_size,
                     "train_iterations": math.nan, "start_time": r.when,
                     "finished": r.finished})
     return out

@@ -181,29 +181,31 @@ class RateRoute:
 
     def _levels(self, mean: Candidate, ask: Ask) -> list[Candidate]:
         """The robust-level candidates beside the own mean ``mean`` (module rules): the same
-        runs, relation and phases, another rate."""
+        runs and relation, another rate; a whole job's phases scaled with it
+        (:func:`job_details`, so ``wall_with_init`` follows)."""
         details = mean.forecast.details
         rates = np.asarray(details.get("rates", ()), dtype=float)
-        out = []
         base = details["rate_seconds_per_iteration"]
         found = dict(levels(rates))
         steps = float(ask.iterations or 0)
         if mean.relation.batch == "same" and steps > 0:
-            fit = line(np.asarray(details.get("lengths", ()), dtype=float),
-                       np.asarray(details.get("lengths", ()), dtype=float) * rates, steps)
+            lengths = np.asarray(details.get("lengths", ()), dtype=float)
+            fit = line(lengths, lengths * rates, steps)
             if fit is not None:
                 found["own-line"] = (fit[0] / steps, f"line {fit[1]:+.4g} s and {fit[2]:.4g} s "
                                                      "per iteration through")
+        phases = details.get("phases")
+        out = []
         for kind, (rate, how) in found.items():
             factor = rate / base
             reason = mean.reason.replace("own-rate: mean", f"{kind}: {how} of the", 1)
             f = mean.forecast.scaled(factor)
-            phases = f.details.get("phases")
-            details = {"chosen": reason, "rate_seconds_per_iteration": rate}
+            extra: dict = {"chosen": reason, "rate_seconds_per_iteration": rate}
             if isinstance(phases, dict):
-                details["phases"] = {k: v * factor if k != "init" and isinstance(
-                    v, int | float) else v for k, v in phases.items()}
-            out.append(replace(mean, forecast=replace(f.with_details(**details), why=reason),
+                extra |= job_details(phases["train"] * factor, phases["test"] * factor,
+                                     phases["gaps"] * factor, phases.get("init", math.nan),
+                                     f.seconds, details["whole_job"])
+            out.append(replace(mean, forecast=replace(f.with_details(**extra), why=reason),
                                relation=replace(mean.relation, kind=kind), reason=reason))
         return out
 

@@ -139,9 +139,11 @@ def moved_to(found: Any, source: str, asked: str) -> tuple[Any, str]:
 def own_errors(runs: list[Any], key: str, deployment: str) -> tuple[float, ...]:
     """ln(actual / forecast) of the job's newest :data:`OWN_ORIGINS` finished runs on
     ``deployment``, each forecast from its finished runs before it (module rules)."""
-    rows = [r for r in recent_backtest(runs)
-            if r["key"] == key and r["deployment"] == deployment]
-    return tuple(math.log(r["actual"] / r["forecast"]) for r in rows)
+    from ingest.whole_job import deployment_identity
+
+    mine = [r for r in runs if normal_key(r.key) == key
+            and deployment_identity(r.deployment) == deployment]
+    return tuple(math.log(r["actual"] / r["forecast"]) for r in recent_backtest(mine))
 
 
 def recent_backtest(runs: list[Any]) -> list[dict[str, Any]]:
