@@ -125,6 +125,13 @@ def deployment_key(accelerator: str, per_node: int = 1, nodes: int = 1) -> str:
     return Deployment(accelerator, per_node, nodes).key
 
 
+def states_count(text: str) -> bool:
+    """Whether ``text`` names its accelerator count (``"8x A100"``, ``"1x T4"``, ``"2x8 H100"``,
+    a key ``nvidia-a100-x8``), not only a GPU (``"A100"``)."""
+    text = str(text).strip()
+    return bool(_KEY.fullmatch(text) or _NODES.fullmatch(text) or _COUNTED.fullmatch(text))
+
+
 def canonical_key(deployment: str | Deployment) -> str:
     """The canonical key of a deployment: a :class:`Deployment`, a key (also one written by
     older code, ``nvidia-a100-sxm-80gb-x8`` -> ``nvidia-a100-sxm4-80gb-x8``) or a free form

@@ -1,10 +1,13 @@
 """Training framework: one vocabulary for what runs the layers.
 
-Rules: ``tensorflow`` (Keras / ``tf.function`` graphs, the default) or ``pytorch`` (eager
-``torch.nn``). :func:`parse_framework` is the one place that turns a spelling (``tf``,
-``keras``, ``torch``, ``PyTorch``) into a :class:`Framework`; missing values (``None``, ``""``,
-NaN) mean ``tensorflow``; anything else raises :class:`FrameworkError` (a ``ValueError``)
-listing the choices.
+Rules: ``pytorch`` (eager ``torch.nn``, the default: what most CNN training runs today) or
+``tensorflow`` (Keras / ``tf.function`` graphs). :func:`parse_framework` is the one place that
+turns a spelling (``tf``, ``keras``, ``torch``, ``PyTorch``) into a :class:`Framework`; missing
+values (``None``, ``""``, NaN) and ``auto`` mean :data:`DEFAULT_FRAMEWORK` (``pytorch``);
+anything else raises :class:`FrameworkError` (a ``ValueError``) listing the choices.
+A request may also leave it to jobcast: :func:`parse_framework_choice` reads ``auto`` (and a
+missing value) as None, which ``jobcast.service.framework_choice`` resolves from the request's
+stack, the job's history and the network's source, else :data:`DEFAULT_FRAMEWORK`.
 :func:`stack_framework` is the one place that reads a framework out of a history's software
 stack (its first word found in :data:`STACK_FRAMEWORKS`; Caffe calls one cuDNN/cuBLAS kernel
 per layer without a graph runtime, so it runs like eager ``pytorch``).
@@ -35,7 +38,8 @@ class Framework(StrEnum):
 
 
 FRAMEWORKS: tuple[str, ...] = tuple(f.value for f in Framework)
-DEFAULT_FRAMEWORK = Framework.TENSORFLOW
+DEFAULT_FRAMEWORK = Framework.PYTORCH
+AUTO = "auto"  # a request's framework left to jobcast (parse_framework_choice: None)
 _SPELLINGS = {
     "tensorflow": Framework.TENSORFLOW, "tf": Framework.TENSORFLOW,
     "keras": Framework.TENSORFLOW, "tf.keras": Framework.TENSORFLOW,
@@ -48,13 +52,28 @@ def parse_framework(value: object) -> Framework:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return DEFAULT_FRAMEWORK
     text = str(value).strip().lower()
-    if not text:
+    if not text or text == AUTO:
         return DEFAULT_FRAMEWORK
     try:
         return _SPELLINGS[text]
     except KeyError:
         raise FrameworkError(f"unknown framework {value!r}; choose from "
                          f"{', '.join(FRAMEWORKS)}") from None
+
+
+def parse_framework_choice(value: object) -> Framework | None:
+    """A request's framework: None for ``auto`` or a missing value (left to jobcast), else
+    :func:`parse_framework`'s :class:`Framework`; the error lists ``auto`` too."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value).strip().lower()
+    if not text or text == AUTO:
+        return None
+    try:
+        return parse_framework(value)
+    except FrameworkError:
+        raise FrameworkError(f"unknown framework {value!r}; choose from {AUTO}, "
+                             f"{', '.join(FRAMEWORKS)}") from None
 
 
 # Words of a software stack -> the framework whose layers run the same way.

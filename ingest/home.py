@@ -3,7 +3,8 @@
 Rules:
 
 - The data directory is ``$JOBCAST_HOME``, else ``$XDG_DATA_HOME/jobcast``, else
-  ``~/.local/share/jobcast`` (the XDG base-directory default). Nothing here creates it: a
+  ``~/.local/share/jobcast`` (the XDG base-directory default; defined once in
+  :func:`fleet.home.data_home`, re-exported here). Nothing here creates it: a
   command that writes creates it when it writes (:func:`ensure_home`).
 - The default store is ``sqlite:///<home>/jobcast.db``; ``--store`` and ``$JOBCAST_STORE``
   win over it (:func:`ingest.store.store_url`).
@@ -18,20 +19,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fleet.home import data_home as data_home  # re-exported: the one definition
+
 STORE_FILE = "jobcast.db"
 TRACKING_FILE = "mlflow.db"
 ARTIFACTS_DIR = "mlartifacts"
-
-
-def data_home() -> Path:
-    """The data directory (absolute; not created)."""
-    home = os.environ.get("JOBCAST_HOME", "").strip()
-    if home:
-        return Path(home).expanduser().resolve()
-    xdg = os.environ.get("XDG_DATA_HOME", "").strip()
-    if xdg and Path(xdg).is_absolute():  # the XDG spec ignores a relative value
-        return Path(xdg) / "jobcast"
-    return Path.home() / ".local" / "share" / "jobcast"
 
 
 def default_store_url() -> str:

@@ -21,11 +21,12 @@ Rules
   that cannot be reached, an unknown store or any MLflow error is one rejection naming the
   URI; nothing raises to the caller, and every rejection is recorded in the store (as a
   file ingest records its own).
-* MLflow is imported here, inside the functions (heavy); ``MLFLOW_HTTP_REQUEST_MAX_RETRIES``
-  defaults to 2 for this process (MLflow's own default waits minutes on a dead server), and a
-  server's port is tried first (5 s). A ``file:`` store (an old ``mlruns`` folder) is read with
-  ``MLFLOW_ALLOW_FILE_STORE=true`` (MLflow 3 refuses file stores without it; reading is all
-  this does).
+* MLflow is imported here, inside the functions (heavy), its telemetry off
+  (:func:`fleet.telemetry.no_telemetry`, when this module is imported);
+  ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` defaults to 2 for this process (MLflow's own default
+  waits minutes on a dead server), and a server's port is tried first (5 s). A ``file:``
+  store (an old ``mlruns`` folder) is read with ``MLFLOW_ALLOW_FILE_STORE=true`` (MLflow 3
+  refuses file stores without it; reading is all this does).
 """
 
 from __future__ import annotations
@@ -38,9 +39,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
+from fleet.telemetry import no_telemetry
 from ingest.events import ParseContext, ParseError
 from ingest.mlflow_run import FORMAT, Unfinished, parse_run
 from ingest.parsers.steps import is_eval
+
+no_telemetry()  # before MLflow is first imported (fleet.telemetry rules)
 
 PREFIX = "mlflow+"
 PAGE = 1000

@@ -31,6 +31,8 @@ Rules
   deployment (``meta["log_deployment"]``).
 * Every run must then name its network, deployment and batch size and hold some progress
   (:func:`check_run`).
+* A truncated run is never stored silently (``ingest.validate.note_truncation``: a warning
+  on the ingest line and in ``--json``; a rejection for another reason names it too).
 * Parsing (:func:`parse_file`) never touches the store; writing is
   :meth:`ingest.store.Store.add_files` (many files in one transaction, all or none,
   insert-or-ignore on the content hash), so parallel ingests (:mod:`ingest.parallel`: a
@@ -216,6 +218,11 @@ def apply_overrides(
         from ingest.whole_job import apply_job_key
 
         apply_job_key(run, job_key)
+    length = getattr(overrides, "length", None)
+    if length:
+        from ingest.whole_job import apply_length
+
+        apply_length(run, length)
     if overrides.system:
         run.meta["system"] = overrides.system
     if overrides.deployment:
@@ -452,8 +459,14 @@ def parse_data(
         ]
         if not parsed:
             raise ParseError("no training run found in the log", line=1)
+        from ingest.validate import also_truncated, note_truncation
+
         for index, run in enumerate(parsed):
-            check_run(run, index)
+            cut = note_truncation(run)
+            try:
+                check_run(run, index)
+            except ParseError as exc:
+                raise exc if cut is None else also_truncated(exc, cut) from None
     except ParseError as exc:
         raise exc if exc.source else exc.with_source(source) from None
     except Exception as exc:  # noqa: BLE001 - a parser bug or hostile input rejects this file only

@@ -30,97 +30,22 @@ from ingest.errors import StoreError
 from ingest.events import ParsedRun, StorableFile
 from ingest.home import default_store_url, ensure_home
 from ingest.job_identity import drop_stored_jobs
+from ingest.job_index import index_row
 from ingest.migrations import SchemaVersionError, ensure_head
+from ingest.tables import (  # the tables: one definition, there
+    artifacts,
+    files,
+    fitted_models,
+    metadata,
+    rejections,
+    runs,
+    segments,
+    whole_jobs,
+)
 
 BUSY_WAIT_S = 120.0  # how long a write waits out other writers before it fails
 _BUSY = ("database is locked", "database table is locked", "busy", "deadlock detected",
          "could not serialize access", "lock timeout")
-
-metadata = sa.MetaData()
-
-files = sa.Table(
-    "files",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("content_hash", sa.String(64), nullable=False, unique=True),
-    sa.Column("source", sa.Text, nullable=False),
-    sa.Column("format", sa.String(32), nullable=False),
-    sa.Column("size_bytes", sa.Integer, nullable=False),
-    sa.Column("ingested_at", sa.Float, nullable=False),
-)
-
-runs = sa.Table(
-    "runs",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("file_id", sa.Integer, sa.ForeignKey("files.id"), nullable=False, index=True),
-    sa.Column("run_index", sa.Integer, nullable=False),
-    sa.Column("network", sa.String(128), nullable=False, index=True),
-    sa.Column("deployment", sa.String(128), nullable=False, index=True),
-    sa.Column("accelerator", sa.String(128)),
-    sa.Column("accelerators_per_node", sa.Integer),
-    sa.Column("nodes", sa.Integer),
-    sa.Column("framework", sa.String(256)),
-    sa.Column("batch_size", sa.Integer, nullable=False),
-    sa.Column("start_time", sa.Float),
-    sa.Column("meta", sa.Text, nullable=False, default="{}"),
-    sa.UniqueConstraint("file_id", "run_index"),
-)
-
-segments = sa.Table(
-    "segments",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), nullable=False, index=True),
-    sa.Column("seq", sa.Integer, nullable=False),
-    sa.Column("phase", sa.String(8), nullable=False),
-    sa.Column("iterations", sa.Float, nullable=False),
-    sa.Column("seconds", sa.Float, nullable=False),
-    sa.Column("batch_size", sa.Integer),
-    sa.Column("start_time", sa.Float),
-    sa.Column("epoch_start", sa.Float),
-    sa.Column("epoch_end", sa.Float),
-    sa.Column("iteration_start", sa.Integer),
-    sa.Column("iteration_end", sa.Integer),
-    sa.Column("line", sa.Integer),
-    sa.Column("points", sa.Text, nullable=False, default="[]"),
-    sa.UniqueConstraint("run_id", "seq"),
-)
-
-fitted_models = sa.Table(
-    "models",
-    metadata,
-    sa.Column("model_id", sa.String(512), primary_key=True),
-    sa.Column("network", sa.String(128), nullable=False),
-    sa.Column("deployment", sa.String(128), nullable=False),
-    sa.Column("phase", sa.String(8), nullable=False),
-    sa.Column("stack", sa.String(256), nullable=False),
-    sa.Column("params", sa.Text, nullable=False),
-    sa.Column("fitted_at", sa.Float, nullable=False),
-)
-
-# Files an ingest refused and why (migration 0002); content_hash is None for an unreadable file.
-rejections = sa.Table(
-    "rejections",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("source", sa.Text, nullable=False, index=True),
-    sa.Column("content_hash", sa.String(64)),
-    sa.Column("line", sa.Integer),
-    sa.Column("reason", sa.Text, nullable=False),
-    sa.Column("rejected_at", sa.Float, nullable=False),
-)
-sa.Index("ix_files_source", files.c.source)
-
-# What a fit leaves besides the phase models (migration 0003): the backtest selector and the
-# run summaries, one JSON document per name.
-artifacts = sa.Table(
-    "artifacts",
-    metadata,
-    sa.Column("name", sa.String(64), primary_key=True),
-    sa.Column("params", sa.Text, nullable=False),
-    sa.Column("fitted_at", sa.Float, nullable=False),
-)
 
 __all__ = ["SchemaVersionError", "StoreError"]  # re-exported (SchemaVersionError: a StoreError)
 
@@ -507,6 +432,7 @@ def file_rows(item: StorableFile) -> _Prepared:
             "batch_size": run.batch_size,
             "start_time": run.start_time,
             "meta": json.dumps(run.meta, default=str, sort_keys=True),
+            "_job": index_row(run.meta, run.network, item.source),
         }
         segment_rows = [
             {
@@ -562,10 +488,12 @@ def _write_files(conn: Connection, prepared: list[_Prepared]) -> list[int | None
         rows = [prepared[firsts[h]][0] for h in order]
         result = conn.execute(stmt.returning(files.c.content_hash, files.c.id), rows)
         new = {content_hash: file_id for content_hash, file_id in result}
-    run_rows, run_segments = [], []
+    run_rows, run_segments, job_rows = [], [], []
     for content_hash in sorted(new, key=str):
         for run_row, segment_rows in prepared[firsts[content_hash]][1]:
-            run_rows.append({**run_row, "file_id": new[content_hash]})
+            row = {**run_row, "file_id": new[content_hash]}
+            job_rows.append(row.pop("_job", None))
+            run_rows.append(row)
             run_segments.append(segment_rows)
     if run_rows:
         ids = {
@@ -581,6 +509,10 @@ def _write_files(conn: Connection, prepared: list[_Prepared]) -> list[int | None
         ]
         if segment_rows:
             _bulk_insert(conn, segments, segment_rows)
+        indexed = [{**job, "run_id": ids[(row["file_id"], row["run_index"])]}
+                   for row, job in zip(run_rows, job_rows, strict=True) if job is not None]
+        if indexed:
+            _bulk_insert(conn, whole_jobs, indexed)
     return [
         new.get(file_row["content_hash"]) if firsts[file_row["content_hash"]] == i else None
         for i, (file_row, _) in enumerate(prepared)

@@ -32,7 +32,7 @@ from ingest.home import default_store_url
 SQLITE_PREFIX = "sqlite:///"
 VERSION_TABLE = "jobcast_alembic_version"  # as ingest.migrations names them (a test checks)
 LEGACY_TABLE = "schema_info"
-STORE_TABLES = ("files", "runs", "segments", "models", "rejections", "artifacts")
+STORE_TABLES = ("files", "runs", "segments", "models", "rejections", "artifacts", "whole_jobs")
 HISTORY_TABLES = ("runs", "models", "artifacts")  # what a forecaster reads from a store
 VERSIONS = Path(__file__).resolve().parent / "migrations" / "versions"
 

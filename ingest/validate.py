@@ -23,6 +23,10 @@ Rules
   software stack, accelerator, deployment key) at most :data:`MAX_NAME_CHARS` characters without
   control characters other than tab and line breaks (they are database keys and are shown
   in terminals; PostgreSQL refuses NUL).
+* A truncated run (the log ends before the run did: ``meta["truncated"]``, set by every
+  parser that can tell) is stored, but never silently: :func:`note_truncation` adds a warning
+  saying so (``meta["warnings"]``: the ingest line and ``--json`` show it), and a truncated
+  run rejected for another reason names the truncation first (:func:`also_truncated`).
 * Parsers of JSON logs read integers with :func:`json_int` (:func:`loads`): a huge integer
   becomes a float, so it fails a finiteness or whole-number check with a line instead of
   raising ``ValueError``/``OverflowError`` deep inside a parser.
@@ -245,3 +249,26 @@ def validate_run(run: ParsedRun, index: int) -> None:
         if seg_why is not None:
             raise ParseError(f"{label}, {seg.phase} segment {number}: {seg_why}",
                              line=seg.line or run.first_line)
+
+
+def note_truncation(run: ParsedRun) -> str | None:
+    """For a truncated run (module rules), the words that say so (kept, with what was
+    stored, as one of its warnings: ``meta["warnings"]``); None for a whole run."""
+    if not run.meta.get("truncated"):
+        return None
+    where = f" at line {run.last_line}" if run.last_line else ""
+    fact = f"the log is truncated (it ends{where} before the run did)"
+    text = (f"{fact}: only the phases it completed are stored; the run's end and its wall "
+            "clock are not known")
+    warnings = run.meta.setdefault("warnings", [])
+    if isinstance(warnings, list) and text not in warnings:
+        warnings.append(text)
+    return fact
+
+
+def also_truncated(exc: ParseError, fact: str) -> ParseError:
+    """``exc`` (a run's rejection, ``run N: reason``) naming the run's truncation first."""
+    label, sep, reason = exc.reason.partition(": ")
+    said = f"{label}: {fact}, and {reason}" if sep and label.startswith("run ") \
+        else f"{fact}; {exc.reason}"
+    return ParseError(said, line=exc.line, source=exc.source)

@@ -13,7 +13,9 @@ Rules
   ``submit``/``start``/``end`` (unix seconds or None), ``gpus`` (in all), ``gpu_type`` (as the
   site names it, or None), ``nodes``, and where known ``node_list``, ``array_job``,
   ``array_task``, ``submit_line`` (cut to :data:`MAX_TEXT` characters), ``cluster``,
-  ``namespace``, ``pods``, and ``ident`` (Slurm: the job's own identity,
+  ``namespace``, ``pods``, ``length`` (``{"unit": "iterations" | "epochs", "count": N}``:
+  the training length each run had, as ``jobcast ingest --iterations/--epochs`` says; a
+  scheduler does not know it, :func:`apply_length`), and ``ident`` (Slurm: the job's own identity,
   :func:`ingest.job_identity.job_identity`; such a job is stored once whatever file holds it).
 * Only ``completed`` jobs are finished (:func:`finished`); failed, cancelled, timed-out,
   preempted (and every other state) are stored with their state and never fitted as if they
@@ -38,6 +40,7 @@ Rules
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -49,6 +52,14 @@ from fleet.site_aliases import how_to_map, resolve_site_gpu
 from ingest.errors import IngestOptionError
 from ingest.events import ParsedRun, ParseError
 from ingest.home import data_home
+from ingest.job_index import (
+    LENGTH_UNITS,
+    job_ident,
+    job_key_of,
+    normal_key,
+    read_rows,
+    run_length,
+)
 
 if TYPE_CHECKING:
     from ingest.store import Store
@@ -62,17 +73,13 @@ MAX_TRACE_POINTS = 240
 MAX_TEXT = 500
 MAX_GPUS = 1_000_000
 KEY_CHARS = 128
+MAX_LENGTH = 10**12  # at most this many iterations or epochs a run
 _KEY = re.compile(r"[a-z0-9-]+-x\d+(?:-n\d+)?")
 
 
 def finished(meta: dict) -> bool:
     """Whether a whole-job record (``meta["whole_job"]``) is a job that completed."""
     return isinstance(meta, dict) and meta.get("state") == FINISHED
-
-
-def normal_key(text: str) -> str:
-    """A job identity: lower case, runs of blanks as one, ends stripped."""
-    return " ".join(str(text).split()).lower()
 
 
 @dataclass(frozen=True)
@@ -128,9 +135,26 @@ def apply_job_key(run: ParsedRun, rule: str | KeyRule) -> None:
         run.network = key
 
 
+def apply_length(run: ParsedRun, length: tuple[str, int]) -> None:
+    """Record ``--iterations``/``--epochs`` (``length``: unit and count) as the training
+    length of a whole-job run (``record["length"]``); a per-step log counts its own steps, so
+    it keeps them and gets a warning saying the flag was not used."""
+    unit, count = length
+    record = run.meta.get("whole_job")
+    if isinstance(record, dict):
+        record["length"] = {"unit": unit, "count": int(count)}
+        return
+    warnings = run.meta.setdefault("warnings", [])
+    if isinstance(warnings, list):
+        warnings.append(f"--{unit} not used: this log counts its own steps (the flag is for "
+                        "a scheduler's records, which do not)")
+
+
+@functools.lru_cache(maxsize=4096)
 def deployment_identity(text: str) -> str:
     """A deployment key by the fleet catalog's GPU name (``8x A100 80GB``, ``8x NVIDIA
-    A100-SXM4-80GB`` and ``nvidia-a100-sxm4-80gb-x8`` are one), else the key as written."""
+    A100-SXM4-80GB`` and ``nvidia-a100-sxm4-80gb-x8`` are one), else the key as written.
+    Cached per text (a cluster's runs name a handful of deployments)."""
     text = str(text).strip()
     try:
         dep = Deployment.parse(text)
@@ -233,6 +257,12 @@ def whole_job_problem(run: ParsedRun) -> str | None:
         value = record.get(name)
         if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high):
             return f"{name} = {value!r} (want a whole number 0 .. {high:,})"
+    length = record.get("length")
+    if length is not None and (not isinstance(length, dict)
+                               or length.get("unit") not in LENGTH_UNITS
+                               or not isinstance(length.get("count"), int)
+                               or not 0 < length["count"] <= MAX_LENGTH):
+        return f"training length {length!r} (want iterations or epochs, 1 .. {MAX_LENGTH:,})"
     if not _name_ok(record.get("key")):
         return f"job key {str(record.get('key'))[:40]!r} is empty, too long or not text"
     if not _name_ok(run.network):
@@ -294,6 +324,7 @@ class WholeJobRun:
     ident: str = ""  # the scheduler's own identity of the job (cluster and id)
     network: str = ""  # the stored run's network (``--network``, else the key)
     batch_size: int = 0  # the stored run's batch size (``--batch-size``, else 0: unknown)
+    length: tuple[str, int] | None = None  # its training length as ingested (unit, count)
 
     @property
     def finished(self) -> bool:
@@ -306,18 +337,22 @@ class WholeJobRun:
         return self.start if self.start is not None else self.end
 
 
-def whole_job_runs(store: Store, key: str | None = None) -> list[WholeJobRun]:
+def whole_job_runs(store: Store, key: str | None = None, *,
+                   traces: bool = True) -> list[WholeJobRun]:
     """Every whole-job run in ``store`` (of one ``key`` if given), oldest first.
 
-    With a ``key``, only rows that may hold it are read (:func:`_stored_runs`): one job's
-    history is read without decoding the rest of a cluster's."""
+    ``traces=False`` reads the whole-job index (:mod:`ingest.job_index`: no JSON decoded;
+    each run's ``trace`` None): what the forecaster and ``fit`` read. With traces, only the
+    rows that may hold ``key`` are read (:func:`_stored_runs`)."""
+    if not traces:
+        return _latest_records([_from_index(row) for row in read_rows(store.engine, key)])
     out = []
     wanted = normal_key(key) if key else None
     for run in _stored_runs(store, wanted):
         record = run.meta.get("whole_job") if isinstance(run.meta, dict) else None
         if not isinstance(record, dict):
             continue
-        run_key = normal_key(run.meta.get("system") or record.get("key") or run.network)
+        run_key = job_key_of(run.meta, run.network)
         if wanted and run_key != wanted:
             continue
         out.append(WholeJobRun(
@@ -328,9 +363,21 @@ def whole_job_runs(store: Store, key: str | None = None) -> list[WholeJobRun]:
             accelerator=_accelerator_of(run.deployment), name=str(record.get("name") or ""),
             job_id=str(record.get("job_id") or ""), trace=run.meta.get("trace"),
             network=run.network or "", batch_size=int(run.batch_size or 0),
-            ident=(run.source.split("#", 1)[0] + "#" if record.get("scheduler") == "kubernetes"
-                   else f"slurm:{record.get('cluster') or ''}:") + str(record.get("job_id"))))
+            length=run_length(record), ident=job_ident(record, run.source)))
     return _latest_records(out)
+
+
+def _from_index(row: dict) -> WholeJobRun:
+    """A :class:`WholeJobRun` (without its trace) from a ``job_index.read_rows`` row."""
+    unit, count = row["length_unit"], row["length_count"]
+    return WholeJobRun(
+        run_id=row["run_id"], source=row["source"], key=row["job_key"],
+        deployment=row["deployment"], state=row["state"], seconds=float(row["seconds"]),
+        start=row["start"], end=row["end"], gpus=int(row["gpus"]),
+        accelerator=_accelerator_of(row["deployment"]), name=row["name"],
+        job_id=row["job_id"], network=row["network"] or "",
+        batch_size=int(row["batch_size"] or 0), ident=row["ident"],
+        length=(str(unit), int(count)) if unit and count else None)
 
 
 def _stored_runs(store: Store, wanted: str | None) -> list:
@@ -371,6 +418,7 @@ def _latest_records(runs: list[WholeJobRun]) -> list[WholeJobRun]:
     return sorted(best.values(), key=lambda r: (r.when is None, r.when or 0.0, r.run_id))
 
 
+@functools.lru_cache(maxsize=4096)
 def _accelerator_of(key: str) -> str | None:
     try:
         return Deployment.parse(key).accelerator

@@ -54,9 +54,11 @@ The estimate is linear in the per-GPU batch ``B``: ``total(B) = fixed + B * per_
   part does not fit); ``fits`` is ``total <= capacity``.
 
 A network is a zoo name (:mod:`layerwise.zoo` for TensorFlow/Keras,
-:mod:`layerwise.zoo.torch_zoo` for PyTorch, either as fallback) or layer occurrences
-(:func:`estimate_layers`). At an image side other than the shipped spec's, activations are
-scaled by the area ratio (stated in ``notes``); parameters are kept.
+:mod:`layerwise.zoo.torch_zoo` for PyTorch, the default framework as
+``fleet.framework.parse_framework`` reads it; either as fallback), a ``file.py:callable`` or
+``module:callable`` PyTorch model (its cached trace, :mod:`layerwise.network_source`), a JSON
+spec, or layer occurrences (:func:`estimate_layers`). At an image side other than the shipped
+spec's, activations are scaled by the area ratio (stated in ``notes``); parameters are kept.
 """
 
 from __future__ import annotations
@@ -68,8 +70,9 @@ from functools import lru_cache
 from typing import Any, ClassVar
 
 from fleet.catalog import GpuSpec, resolve_gpu
+from fleet.framework import FrameworkError, parse_framework
 from fleet.precision import Precision, bytes_per_element, parse_precision
-from layerwise import zoo
+from layerwise import network_source, zoo
 from layerwise.errors import LayerwiseError
 from layerwise.kinds.base import NetLayer
 from layerwise.kinds.mapping import NetworkSpecError, UnknownNetworkError
@@ -120,7 +123,6 @@ NOTHING_SAVED_TORCH_OPS = frozenset({
 # PyTorch's ReLU6 is hardtanh, whose backward reads its *input*: the in-place form keeps a copy
 # of it beside the output the next layer keeps (measured: benchmarks/memory_check.py)
 TORCH_INPUT_SAVERS = frozenset({"relu6", "hardtanh"})
-FRAMEWORKS = ("tensorflow", "pytorch")
 
 
 class MemoryEstimateError(LayerwiseError, ValueError):
@@ -329,7 +331,7 @@ class NetworkLayers:
 
 
 @lru_cache(maxsize=32)
-def network_layers(name: str, framework: str = "tensorflow") -> NetworkLayers:
+def network_layers(name: str, framework: str | None = None) -> NetworkLayers:
     """The shipped spec of a zoo network: the Keras zoo for TensorFlow, torchvision's for
     PyTorch, the other one as fallback; :class:`MemoryEstimateError` naming close names
     otherwise. Kept per (name, framework) for the process (a served forecast asks it twice
@@ -345,22 +347,37 @@ def network_layers(name: str, framework: str = "tensorflow") -> NetworkLayers:
         trainable = int(spec.totals.get("trainable_params") or params)
         return NetworkLayers(spec.name, source, tuple(spec.layers), tuple(spec.input_shape),
                              params, trainable)
+    if network_source.is_reference(name) or name.lstrip().startswith("{") \
+            or name.lower().endswith(".json"):
+        return _source_layers(name, framework)
     close = sorted({*zoo.suggestions(name), *torch_zoo.suggestions(name)})
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise UnknownNetworkMemoryError(f"unknown network {name!r}: no shipped layer spec to "
                                     f"estimate its memory from{hint}")
 
 
+def _source_layers(source: str, framework: str) -> NetworkLayers:
+    """The layers of a ``file.py:callable``/``module:callable`` reference (its cached or new
+    trace) or a JSON spec, as ``layerwise.network.decompose`` reads them."""
+    from layerwise.network import layer_occurrences
+
+    try:
+        name, layers, shape = layer_occurrences(source, framework=framework)
+    except NetworkSpecError as exc:
+        raise MemoryEstimateError(str(exc)) from None
+    params = int(sum(layer.params for layer in layers))
+    traced = network_source.is_reference(source)
+    return NetworkLayers(name, "pytorch" if traced else framework, tuple(layers), tuple(shape),
+                         params, params)
+
+
 def _framework(framework: str | None) -> str:
-    text = str(framework or "tensorflow").lower()
-    if text in ("torch", "pt"):
-        text = "pytorch"
-    if text in ("tf", "keras"):
-        text = "tensorflow"
-    if text not in FRAMEWORKS:
-        raise MemoryEstimateError(f"unknown framework {framework!r}; known: "
-                                  f"{', '.join(FRAMEWORKS)}")
-    return text
+    """``fleet.framework.parse_framework``'s value (None: its default, pytorch), the error
+    this module's callers catch otherwise."""
+    try:
+        return parse_framework(framework).value
+    except FrameworkError as exc:
+        raise MemoryEstimateError(str(exc)) from None
 
 
 def gpu_memory_bytes(gpu: str | GpuSpec) -> tuple[str, int]:
@@ -440,12 +457,12 @@ def max_batch(fixed: int, per_sample: int, step_temp: int, capacity: int) -> int
 
 def estimate_memory(network: str, *, batch_size: int, precision: object = "fp32",
                     optimizer: str = "sgd", gpu: str | GpuSpec | None = None,
-                    framework: str | None = "tensorflow",
+                    framework: str | None = None,
                     image_size: int | None = None) -> MemoryEstimate:
     """The memory of one training step of a zoo network at a per-GPU ``batch_size``; with
     ``gpu`` also ``fits`` and ``max_batch`` (see module rules)."""
     try:
-        net = network_layers(network, framework or "tensorflow")
+        net = network_layers(network, _framework(framework))
     except NetworkSpecError as exc:
         if isinstance(exc, MemoryEstimateError):
             raise

@@ -5,8 +5,9 @@ spec (a dict or a ``.json`` file, see ``docs/network-spec.md``). A name known to
 (:mod:`layerwise.zoo`: keras.applications CNNs, tf_cnn_benchmarks networks, their aliases) at
 its default image size (``image_size`` None or equal) is read from the shipped spec; any other
 name or size builds the model with TensorFlow (``weights=None``). JSON specs and zoo networks
-are decomposed without TensorFlow. PyTorch: a ``torch.nn.Module``, a ``module:callable``
-reference (traced on the meta device, :mod:`layerwise.torch_graph`) or a torchvision name (the
+are decomposed without TensorFlow. PyTorch: a ``torch.nn.Module``, a ``module:callable`` or
+``file.py:callable`` reference (:mod:`layerwise.network_source`: traced on the meta device by
+:mod:`layerwise.torch_graph`, the trace cached by the file's content) or a torchvision name (the
 shipped PyTorch spec, :mod:`layerwise.zoo.torch_zoo`, read without torch); which zoo a name
 comes from depends on ``framework`` (see :func:`decompose`).
 
@@ -39,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from fleet.quiet_tf import quiet_import
-from layerwise import zoo
+from layerwise import network_source, zoo
 from layerwise.kinds import KINDS, kind_for_keras, kind_for_spec, spec_types
 from layerwise.kinds.base import NetLayer, RowContext
 from layerwise.kinds.mapping import ACTIVATION_COST, NetworkSpecError, UnknownNetworkError
@@ -379,14 +380,14 @@ class _Found:
 
 
 @lru_cache(maxsize=16)
-def _traced(text: str, image_size: int | None) -> tuple[str, list[NetLayer]]:
-    """A ``module:callable`` PyTorch model traced once per (reference, size) in a process."""
-    from layerwise import torch_graph
-
-    ref = torch_graph.parse_reference(text)
+def _traced(text: str, image_size: int | None, cwd: str = "") -> tuple[str, list[NetLayer]]:
+    """A ``file.py:callable`` or ``module:callable`` PyTorch model traced once per
+    (reference, size, working directory) in a process, and across processes through the
+    spec cache (:func:`layerwise.network_source.traced_layers`)."""
+    ref = network_source.parse(text)
     if ref is None:
         raise NetworkSpecError(f"{text!r} is not a module:callable reference")
-    name, layers, _ = torch_graph.reference_layers(ref, image_size)
+    name, layers, *_ = network_source.traced_layers(ref, image_size)
     return name, layers
 
 
@@ -432,12 +433,13 @@ def _resolve(source: Any, image_size: int | None, framework: str | None) -> _Fou
     if not text or text.endswith((".keras", ".h5")):
         model = load_model(source, image_size)
         return _Found(str(getattr(model, "name", "network")), _keras_layers(model))
-    ref = torch_graph.parse_reference(text)
+    ref = network_source.parse(text)
     if ref is not None:
-        shipped = torch_zoo.shipped_reference(ref.module, ref.attr, ref.args, ref.kwargs)
+        shipped = (torch_zoo.shipped_reference(ref.module, ref.attr, ref.args, ref.kwargs)
+                   if ref.path is None else None)
         if shipped is not None:
             return _shipped_found(shipped, image_size)
-        name, layers = _traced(text, image_size)
+        name, layers = _traced(text, image_size, os.getcwd())
         side = int(image_size or torch_graph.DEFAULT_IMAGE_SIZE)
         return _Found(name, layers, (side, side, 3))
     if framework == "pytorch" and (found := _torch_found(text, image_size)) is not None:
@@ -471,6 +473,23 @@ def _flag_warnings(rows: list[dict]) -> tuple[dict[str, int], list[str]]:
     return dict(flagged.most_common()), warnings
 
 
+def layer_occurrences(source: Any, *, image_size: int | None = None,
+                      framework: str | None = None) -> tuple[str, list[NetLayer], tuple]:
+    """(name, layer occurrences, input shape without batch) of any source, as
+    :func:`decompose` resolves it (the memory estimate reads these)."""
+    found = _resolve(source, image_size, str(framework).lower() if framework else None)
+    if not found.layers:
+        raise NetworkSpecError(f"network {found.name!r} has no layers")
+    return found.name, found.layers, _input_shape(found)
+
+
+def _input_shape(found: _Found) -> tuple:
+    """The input shape of a resolved source: its own, else its first layer's input."""
+    first = found.layers[0]
+    return tuple(found.input_shape or (tuple(first.in_shapes[0]) if first.in_shapes
+                                       else tuple(first.out_shape)))
+
+
 def decompose(source: Any, *, batch_size: int = 1, optimizer: str = "none",
               image_size: int | None = None, framework: str | None = None) -> Network:
     """Decompose a network (see module docstring) for one batch of ``batch_size``.
@@ -495,9 +514,7 @@ def decompose(source: Any, *, batch_size: int = 1, optimizer: str = "none",
     if not layers:
         raise NetworkSpecError(f"network {name!r} has no layers")
     training = optimizer != "none"
-    shape = found.input_shape or (tuple(layers[0].in_shapes[0]) if layers[0].in_shapes
-                                  else tuple(layers[0].out_shape))
-    net = Network(name=name, input_shape=tuple(shape), batch_size=int(batch_size),
+    net = Network(name=name, input_shape=_input_shape(found), batch_size=int(batch_size),
                   optimizer=optimizer, warnings=list(found.warnings))
     for layer in layers:
         net.rows.extend(_rows_for(layer, int(batch_size), optimizer, training))
@@ -508,4 +525,5 @@ def decompose(source: Any, *, batch_size: int = 1, optimizer: str = "none",
 
 __all__ = ["ACTIVATION_COST", "APPLICATION_DEFAULT_SIZE", "Network", "NetworkSpecError",
            "UnknownNetworkError", "build_application", "decompose", "keras_application_names",
+           "layer_occurrences",
            "known_spec_types", "load_model", "load_spec", "spec_to_keras", "zoo_layers"]

@@ -21,6 +21,14 @@ backward ratios and the kernels are stated in :mod:`layerwise.compose`):
 * **Half layers' ceiling** (:meth:`layerwise.as_run.RunPrecision.ceiling_for`): such a row
   also asks its queries at the ceiling's precision (forward, training step); its ms, low and
   high are each at most that entry's; its floor stays the half kind's.
+* **An uncovered op never dominates** (:func:`bound_uncovered`, issue 36): rows no kind
+  covers are priced by :func:`rough_ms` and flagged; together they are priced at most
+  :data:`UNCOVERED_SHARE` of the step's priced sum net of the covered rows' per-call floors
+  (what the composition scales; their price scaled down to that cap when above it: a
+  CondConv network was 47x too slow from 56 such rows), their ``high_ms`` keeps the
+  uncapped rough price so the interval widens instead of the point, and the answer's
+  warnings name them and say whether the cap applied. A step with nothing covered keeps the
+  rough price. The share is a stated bound, not a fitted constant.
 * **One step's result** (:func:`step_result`): the dict both paths return, its warnings
   (:func:`step_warnings`) from the priced entries as records.
 * Imports numpy, the layer kinds and the roofline's families only: no pandas on the fast path.
@@ -48,6 +56,7 @@ from layerwise.residual import describe
 from layerwise.roofline import family_of
 
 ROUGH_INTERVAL = (0.3, 3.0)
+UNCOVERED_SHARE = 0.25
 OUT = ("predicted_ms", "low_ms", "high_ms")
 FLAGS = ("extrapolated", "own_data")
 # distinct queries -> {column: array over them} for OUT (floats) and FLAGS (booleans)
@@ -93,7 +102,7 @@ def layer_entry(row: Mapping, method: str, fwd: int | None, train: int | None,
              "method": method, "flops": float(row["flops"]),
              "params": int(row.get("params", 0) or 0), "ms": 0.0, "low_ms": 0.0,
              "high_ms": 0.0, "kernels": 0, "extrapolated": False, "own_data": True,
-             "note": row.get("note", ""), "floor_ms": 0.0}
+             "note": row.get("note", ""), "floor_ms": 0.0, "capped": False}
     if method == "predictor":
         f = np.array([cols[c][fwd] for c in OUT])
         if not training:
@@ -173,6 +182,26 @@ def price_rows(rows: list[dict], known: Any, predict: Predict, hw: Mapping,
             ref = layer_entry(rows[i], method, *bounds[i], cols, training, hw)
             entry.update({c: min(entry[c], ref[c]) for c in ("ms", "low_ms", "high_ms")})
         entries.append(entry)
+    return bound_uncovered(entries)
+
+
+def bound_uncovered(entries: list[dict], share: float = UNCOVERED_SHARE) -> list[dict]:
+    """Cap the rough roofline price of the rows no kind covers (module rules): together at
+    most ``share`` of the step's priced sum net of per-call floors; their ``high_ms`` keeps
+    the uncapped rough price (the interval widens instead of the point). Changes ``entries``
+    in place; returns them."""
+    rough = [e for e in entries if e["method"] == "roofline"]
+    covered = math.fsum(max(e["ms"] - e["floor_ms"], 0.0) for e in entries
+                        if e["method"] != "roofline")
+    total = math.fsum(e["ms"] for e in rough)
+    cap = share / (1.0 - share) * covered
+    if not rough or covered <= 0.0 or total <= cap:
+        return entries
+    factor = cap / total
+    for e in rough:
+        e.update(ms=e["ms"] * factor, low_ms=e["low_ms"] * factor, capped=True)
+        e["note"] = (e["note"] + "; " if e["note"] else "") + \
+            f"rough price capped: no-kind rows at most {share:.0%} of the step"
     return entries
 
 
@@ -189,9 +218,13 @@ def step_warnings(net: Any, layers: list[dict], run: RunPrecision) -> list[str]:
     if no_data:
         warnings.append(f"no timings of {', '.join(no_data)} layers in the training data: "
                         "priced by the memory-bound family's trees, interval widened")
-    unpriced = [e["name"] for e in layers if e["method"] == "unpriced"]
+    unpriced = [e["name"] for e in layers if e["method"] in ("unpriced", "roofline")]
     if unpriced:
-        warnings.append(f"{len(unpriced)} layer(s) not priced (no kind): {', '.join(unpriced[:3])}")
+        capped = any(e.get("capped") for e in layers)
+        warnings.append(
+            f"{len(unpriced)} layer(s) no kind covers (e.g. {', '.join(unpriced[:3])}): priced "
+            "by a rough roofline" + (f", capped at {UNCOVERED_SHARE:.0%} of the step, interval "
+                                     "widened to the uncapped price" if capped else ""))
     said = as_run_warning(run)  # priced otherwise than the request says
     if said:
         warnings.append(said)

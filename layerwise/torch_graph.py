@@ -47,12 +47,16 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import inspect
+import os
 import re
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from layerwise.kinds.base import NetLayer
@@ -73,6 +77,7 @@ class TorchRef:
     attr: str
     args: tuple = ()
     kwargs: tuple = ()
+    path: str | None = None  # a Python file the module is loaded from (``file.py:callable``)
 
     @property
     def short(self) -> str:
@@ -81,7 +86,8 @@ class TorchRef:
 
     def __str__(self) -> str:
         inner = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs]
-        return f"{self.module}:{self.attr}" + (f"({', '.join(inner)})" if inner else "")
+        where = self.path if self.path is not None else self.module
+        return f"{where}:{self.attr}" + (f"({', '.join(inner)})" if inner else "")
 
 
 def parse_reference(text: Any) -> TorchRef | None:
@@ -187,20 +193,56 @@ def _params_on_meta() -> Any:
         nn.register_buffer = saved_buffer  # type: ignore[method-assign]
 
 
+def _import(ref: TorchRef) -> Any:
+    """The module of a reference: loaded from ``ref.path`` (its folder importable while it
+    loads, for its siblings), else imported with the working directory importable (a user's
+    ``mymodule:build`` in its own folder), as ``python -m`` would; no bytecode is written
+    beside the user's files."""
+    folder = str(Path(ref.path).resolve().parent) if ref.path is not None else os.getcwd()
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ there
+    try:
+        if ref.path is None:
+            return importlib.import_module(ref.module)
+        spec = importlib.util.spec_from_file_location(ref.module, ref.path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{ref.path} is not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[ref.module] = module  # dataclasses and pickling look their module up
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(ref.module, None)
+            raise
+        return module
+    finally:
+        sys.dont_write_bytecode = bytecode
+        if added and folder in sys.path:
+            sys.path.remove(folder)
+
+
 def build_model(ref: TorchRef) -> Any:
     """The ``torch.nn.Module`` a reference builds, on the meta device (module docstring)."""
     try:
         import torch
     except ImportError:
         raise NetworkSpecError(f"{ref}: tracing a PyTorch model needs torch installed") from None
+    where = ref.path or ref.module
     try:
-        obj = importlib.import_module(ref.module)
+        obj = _import(ref)
+    except ImportError as exc:
+        raise NetworkSpecError(f"{ref}: cannot import {where} ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed to load: say so
+        line = f", line {exc.lineno}" if isinstance(exc, SyntaxError) else ""
+        raise NetworkSpecError(f"{ref}: loading {where}{line} failed ({type(exc).__name__}: "
+                               f"{exc})") from None
+    try:
         for part in ref.attr.split("."):
             obj = getattr(obj, part)
-    except ImportError as exc:
-        raise NetworkSpecError(f"{ref}: cannot import {ref.module} ({exc})") from None
     except AttributeError:
-        raise NetworkSpecError(f"{ref}: {ref.module} has no {ref.attr!r}") from None
+        raise NetworkSpecError(f"{ref}: {where} has no {ref.attr!r}") from None
     if not callable(obj):
         raise NetworkSpecError(f"{ref}: {ref.attr} is not callable")
     kwargs = dict(ref.kwargs)

@@ -1,4 +1,9 @@
-"""A fitted end-to-end phase model with its key, evidence and prior (stored as one record)."""
+"""A fitted end-to-end phase model with its key, evidence and prior (stored as one record).
+
+A record is read back with its estimator as a :class:`models.phase_curve.PhaseCurve` (the
+forecasting half: no scikit-learn or SciPy); a fit makes a
+:class:`models.phase_model.PhaseTimeModel`, which is one.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from models.phase_model import PhaseTimeModel
+    from models.phase_curve import PhaseCurve
 
 
 @dataclass
@@ -17,7 +22,7 @@ class FittedModel:
     phase: str
     stack: str
     last_run_time: float  # newest run start seen, to pick the current stack
-    estimator: PhaseTimeModel
+    estimator: PhaseCurve
     sources: list[str]
     variant: str = ""  # canonical "k=v,k=v" key, "" for none
     system: str = ""  # "" for the pooled model of the key
@@ -57,8 +62,8 @@ class FittedModel:
 
     @classmethod
     def from_record(cls, rec: dict) -> FittedModel:
-        """The model saved by :meth:`to_record`."""
-        from models.phase_model import PhaseTimeModel
+        """The model saved by :meth:`to_record` (its estimator a :class:`PhaseCurve`)."""
+        from models.phase_curve import PhaseCurve
         p = rec["params"]
         return cls(
             model_id=rec["model_id"],
@@ -67,7 +72,7 @@ class FittedModel:
             phase=rec["phase"],
             stack=rec["stack"],
             last_run_time=p.get("last_run_time") or 0.0,
-            estimator=PhaseTimeModel.from_dict(p),
+            estimator=PhaseCurve.from_dict(p),
             sources=p.get("sources", []),
             variant=p.get("variant", ""),
             system=p.get("system", ""),

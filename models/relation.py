@@ -183,6 +183,46 @@ def _key(values: Mapping[str, Any], level: Sequence[str]) -> str:
     return "|".join(f"{f}={values[f]}" for f in level) or "*"
 
 
+# A cell's relation values in words (:func:`cell_words`); a value not listed reads as itself.
+_WORDS: dict[str, dict[str, str]] = {
+    "target": {"job": "whole jobs", "train": "training", "test": "evaluation"},
+    "system": {"own": "the job's own system", "other": "another system than the one named",
+               "any": "any system"},
+    "batch": {"same": "the same batch size", "other": "another batch size"},
+    "lengths": {"same": "the same length", "varied": "another length"},
+    "variant": {"asked": "the variant asked", "assumed": "an assumed variant",
+                "unstated": "history stating no variant"},
+    "stack": {"newest": "the newest software stack", "older": "an older software stack",
+              "none": ""},
+    "gpu": {"exact": "the same GPU", "family": "the GPU's family", "none": ""},
+    "age": {"none": "", "unknown": "undated history", "days": "history days old",
+            "weeks": "history weeks old", "months": "history months old",
+            "older": "history over a year old"},
+}
+
+
+def cell_words(cell: str) -> str:
+    """A backtest cell (``kind,target,...:kind=layerwise|target=job|...``, as a
+    :class:`Judgement` names it) in words: ``layerwise answers for whole jobs: any system,
+    another batch size, ..., 1 GPU``; the catch-all cell is ``every kind of answer``."""
+    values = dict(pair.split("=", 1) for pair in cell.partition(":")[2].split("|")
+                  if "=" in pair)
+    if not values:
+        return "every kind of answer" if cell.endswith("*") else cell
+    head = f"{values.pop('kind')} answers" if "kind" in values else "answers"
+    if "target" in values:
+        head += f" for {_WORDS['target'].get(values.pop('target'), 'its target')}"
+    parts = []
+    for name, value in values.items():
+        if name == "runs":
+            parts.append("no runs behind it" if value == "0" else f"{value} runs behind it")
+        elif name == "devices":
+            parts.append(f"{value} GPU{'' if value == '1' else 's'}")
+        else:
+            parts.append(_WORDS.get(name, {}).get(value, f"{name} {value}"))
+    return ": ".join([head, ", ".join(p for p in parts if p)]) if any(parts) else head
+
+
 class SelectorCells:
     """Judges candidates from fitted backtest cells (``models.selector`` rules); what
     :class:`models.selector.BacktestSelector` fits. Fitted attributes: ``cells_``, ``n_``,
@@ -193,7 +233,7 @@ class SelectorCells:
     kinds_: list[str]
 
     def __init__(self, min_count: int = 8, shrink: float = 20.0, coverage: float = 0.90,
-                 slack: float = 0.04):
+                 slack: float = 0.0):
         self.min_count = min_count
         self.shrink = shrink
         self.coverage = coverage

@@ -31,6 +31,25 @@ for _name in ("JOBCAST_STORE", "MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
 _SESSION_HOME = os.environ["JOBCAST_HOME"]
 
 
+# What a command may never leave in the checkout (MLflow's cwd defaults): a session that
+# creates or changes one fails at its end (issue 37: nothing outside the data directory).
+STRAY = ("mlflow.db", "mlruns", "mlartifacts", "jobcast.db")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_left_in_the_checkout():
+    """At the session's end, no ``STRAY`` file appeared or changed in the repository root."""
+    root = Path(__file__).resolve().parents[1]
+
+    def seen() -> dict[str, float]:
+        return {n: (root / n).stat().st_mtime for n in STRAY if (root / n).exists()}
+
+    before = seen()
+    yield
+    left = {n for n, t in seen().items() if before.get(n) != t}
+    assert not left, f"the tests wrote {sorted(left)} into the checkout {root}"
+
+
 @pytest.fixture(autouse=True)
 def _own_data_home(request, monkeypatch):
     """Each test its own data directory (not created until a command writes there), so a

@@ -32,13 +32,14 @@ from sqlalchemy.engine import Connection, Engine
 from ingest.credentials import hide_password
 from ingest.errors import StoreError
 
-REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004")
+REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005")
 HEAD = REVISIONS[-1]
 VERSION_TABLE = "jobcast_alembic_version"
 LEGACY_TABLE = "schema_info"
 # Tables of the store at any revision: a database holding one of them unversioned is not
 # empty, and is not ours to create tables in.
-STORE_TABLES = ("files", "runs", "segments", "models", "rejections", "artifacts")
+STORE_TABLES = ("files", "runs", "segments", "models", "rejections", "artifacts",
+                "whole_jobs")
 SCRIPTS = Path(__file__).resolve().parent
 _PG_LOCK = 0x6A6F6263  # "jobc": the advisory lock key of schema changes
 

@@ -46,7 +46,9 @@ class ParseOverrides:
     """What the CLI supplies or replaces: ``--network``, ``--deployment``, ``--batch-size``,
     ``--tag key=value`` (``tags``: lower-case pairs that win over the variant a log states,
     ``meta["variant"]``) and ``--system`` (wins over the system a log or layout names,
-    ``meta["system"]``), ``--job-key`` (``job_key``: the identity rule of whole-job runs)."""
+    ``meta["system"]``), ``--job-key`` (``job_key``: the identity rule of whole-job runs),
+    ``--iterations`` or ``--epochs`` (``length``: the training length of each run of a
+    scheduler's records, which do not know it; ``ingest.whole_job.apply_length``)."""
 
     network: str | None = None
     deployment: str | None = None
@@ -54,6 +56,7 @@ class ParseOverrides:
     tags: tuple[tuple[str, str], ...] = ()
     system: str | None = None
     job_key: str | None = None  # --job-key: identity rule of whole-job runs (ingest.whole_job)
+    length: tuple[str, int] | None = None  # ("iterations" | "epochs", N) of whole-job runs
 
 
 # ``Overrides``: the name before issue 26 (two classes had it), deprecated for one release

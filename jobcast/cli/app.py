@@ -26,6 +26,7 @@ from jobcast.cli.options import (
     STORE,
     TRACKING_URI,
     VERBOSE,
+    above_zero,
     history_store,
     json_option,
     open_store,
@@ -35,6 +36,7 @@ from jobcast.cli.options import (
 )
 from jobcast.cli.output import (
     RICH_MARKUP_MODE,
+    JsonUsageErrors,
     console,
     emit_json,
     fail,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     pass
 
 app = typer.Typer(
+    cls=JsonUsageErrors,
     help="Forecast how long a CNN training job will take, before it runs.",
     no_args_is_help=True,
     add_completion=False,
@@ -110,6 +113,11 @@ def ingest(
         None, min=1, help="Parsing processes (default: CPUs, at most 4; 1: in this process)."),
     experiment: list[str] | None = cli_history.EXPERIMENT,
     job_key: str | None = cli_check.JOB_KEY,
+    iterations: int | None = typer.Option(
+        None, min=1, help="Training iterations each run had, for scheduler records (Slurm, "
+        "Kubernetes) that do not know it: predict --job then scales to other --iterations."),
+    epochs: int | None = typer.Option(
+        None, min=1, help="Training epochs each run had, as --iterations (one of the two)."),
 ) -> None:
     """Parse training logs into the store (idempotent; each file whole or not at all).
 
@@ -124,7 +132,7 @@ def ingest(
     try:
         options = ingest_options(network=network, deployment=deployment, batch_size=batch_size,
                                  override=override, tags=tag or [], system=system,
-                                 job_key=job_key)
+                                 job_key=job_key, iterations=iterations, epochs=epochs)
         with progress_bar("ingest", disable=as_json) as advance:
             result = run_ingest(lambda: open_store(store), paths, options, workers=workers,
                                 use_ray=use_ray, ray_address=ray_address,
@@ -259,16 +267,20 @@ def _whole_job_line(whole: Any) -> str:
 
 @app.command()
 def predict(
-    network: str | None = typer.Option(None, help="Network, e.g. resnet50 or a Keras app name."),
+    network: str | None = typer.Option(
+        None, help="Network: a name (resnet50, a Keras app name), a JSON spec, or your own "
+        "PyTorch model as ./mynet.py:build or pkg.module:build(num_classes=10)."),
     deployment: str | None = typer.Option(None, help="Deployment key (see `jobcast runs`)."),
     batch_size: int | None = typer.Option(None, min=1, help="Global batch size."),
-    iterations: int | None = typer.Option(None, min=0, help="Steps of the phase."),
+    iterations: int | None = typer.Option(None, min=1, help="Steps of the phase."),
     phase: str = typer.Option(
         "job", help="job (the whole run: start-up, training, evaluation, gaps; phases beside "
         "it), train or test."),
-    epochs: float | None = typer.Option(None, min=0, help="Epochs (with --dataset-size)."),
+    epochs: float | None = typer.Option(None, callback=above_zero,
+                                         help="Epochs (with --dataset-size).  [x>0]"),
     dataset_size: int | None = typer.Option(None, min=1, help="Training samples per epoch."),
-    eval_every: float | None = typer.Option(None, min=0, help="Epochs between evaluations."),
+    eval_every: float | None = typer.Option(None, callback=above_zero,
+                                             help="Epochs between evaluations.  [x>0]"),
     eval_size: int | None = typer.Option(None, min=1, help="Samples per evaluation pass."),
     stack: str | None = typer.Option(None, help="Software stack (default: the newest seen)."),
     system: str | None = typer.Option(
@@ -350,13 +362,17 @@ def predict(
 def compare(
     network: str = typer.Option(..., help="Network, e.g. resnet50."),
     batch_size: int = typer.Option(..., min=1, help="Global batch size."),
-    epochs: float = typer.Option(..., min=0, help="Epochs to train."),
+    epochs: float = typer.Option(..., callback=above_zero, help="Epochs to train.  [x>0]"),
     dataset_size: int | None = typer.Option(
         None, min=1, help="Samples per epoch (default: the network's usual dataset)."
     ),
     device: list[str] | None = typer.Option(
-        None, "--device", help="GPUs to consider (repeat); default: every GPU with a price."
+        None, "--device", help="GPUs to consider (repeat), e.g. A100 (at each --gpus count) or "
+        "'8x A100' (that count); default: every GPU with a price."
     ),
+    deployment: list[str] | None = typer.Option(
+        None, "--deployment", help="Deployments to rank, as predict takes them: '8x A100' or a "
+        "key (repeat; each at its own count)."),
     prices: Path | None = typer.Option(
         None, help="Price table CSV (gpu,usd_per_gpu_hour); default $JOBCAST_PRICES or bundled."
     ),
@@ -366,8 +382,9 @@ def compare(
         repeat=True, what="Default fp32; several are ranked each on its own."),
     framework: str = FRAMEWORK,
     data_parallel: str | None = DATA_PARALLEL,
-    gpus: str = typer.Option("1", help="GPU counts to rank per device, e.g. 1,2,4,8 (the "
-                             "global batch is split over them)."),
+    gpus: str | None = typer.Option(
+        None, help="GPU counts to rank each bare --device at, e.g. 1,2,4,8 (the global batch "
+        "is split over them); default 1."),
     include_history: bool = typer.Option(
         False, "--include-history", help="Also rank every deployment the store has history "
         "of for this network (at the precisions asked; history that states none apart)."),
@@ -382,7 +399,7 @@ def compare(
     from jobcast.service.prices import PriceTableError, load_prices
 
     try:
-        counts = [int(v) for v in gpus.split(",") if v.strip()]
+        counts = None if gpus is None else [int(v) for v in gpus.split(",") if v.strip()]
     except ValueError:
         fail(f"--gpus must be comma-separated whole numbers, got {gpus!r}")
     try:
@@ -392,13 +409,13 @@ def compare(
     try:
         table = load_prices(prices)
         result = run_compare(
-            Forecaster(open_store(store, create=False)),
+            Forecaster(history_store(store)),  # None: no history (no pandas, SQLAlchemy)
             table,
             network,
             batch_size,
             epochs,
             dataset_size,
-            devices=device or None,
+            devices=[*(device or []), *(deployment or [])] or None,
             optimizer=optimizer,
             image_size=image_size,
             precision=precision or ["fp32"],
@@ -433,7 +450,7 @@ def report(
     try:
         path = write_report(open_store(store, create=False), out)
     except EmptyStoreError as exc:
-        fail(str(exc), 1)
+        fail(exc)
     note("", f"wrote {path}")
 
 

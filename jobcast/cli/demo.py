@@ -81,6 +81,29 @@ def _has_test(models, train) -> bool:
     )
 
 
+def _jobcast() -> str:
+    """How to run jobcast again from this shell: the venv's ``jobcast`` (``.venv/bin/jobcast``
+    relative to the working directory where it lies under it), else ``jobcast``."""
+    import os
+    import sys
+
+    script = Path(sys.executable).parent / "jobcast"
+    if not script.exists():
+        return "jobcast"
+    relative = os.path.relpath(script)
+    return relative if not relative.startswith("..") else str(script)
+
+
+def _upgrade_own_store(url: str) -> None:
+    """The demo's own store, left by an older jobcast, migrated to this one's schema (a
+    user's store is never migrated implicitly; this one is the demo's scratch)."""
+    from jobcast.service.stores import store_status, upgrade_store
+
+    if store_status(url).status == "outdated":
+        done = upgrade_store(url)
+        note("", f"the demo's store was at schema {done.before}: upgraded to {done.after}")
+
+
 def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
     """Ingest the sample logs into ``workdir/jobcast.db``, fit, forecast a few jobs; returns
     the exit code (1: a file rejected or a job not forecast, 2: no samples)."""
@@ -91,7 +114,9 @@ def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
     from jobcast.service.stores import open_store
 
     workdir.mkdir(parents=True, exist_ok=True)
-    store = open_store(f"sqlite:///{workdir / 'jobcast.db'}")
+    url = f"sqlite:///{workdir / 'jobcast.db'}"
+    _upgrade_own_store(url)
+    store = open_store(url)
     if not (samples / "mlperf").is_dir():
         note("error:", f"no sample logs under {samples}", "red", err=True)
         return 2
@@ -132,5 +157,6 @@ def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
     for r in results:
         for w in r.get("warnings", []):
             note("note", f"{r['job']['network']}: {w}")
-    note("", f"store: {store.url}  (try: jobcast runs --store {store.url})")
+    note("", f"store: {store.url}  (try: {_jobcast()} runs --store {store.url}; or "
+             "`source .venv/bin/activate` to type just `jobcast`)")
     return 1 if report.rejected or any("error" in r for r in results) else 0

@@ -58,6 +58,14 @@ def deprecated_alias(new: Any, old: Any, old_flag: str, new_flag: str, *,
     return old
 
 
+def above_zero(value: float | None) -> float | None:
+    """A float flag's callback that refuses 0 and below as a usage error (exit 2); its help
+    says ``[x>0]`` (typer's own ranges are closed: ``min=0`` would show ``x>=0``)."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"must be greater than 0, got {value:g}")
+    return value
+
+
 AS_JSON = json_option()
 
 # -- the store and MLflow ---------------------------------------------------------------------
@@ -142,8 +150,9 @@ def precision_option(repeat: bool = False, what: str = "") -> Any:
     return typer.Option(None, "--precision", help=text)
 
 
-FRAMEWORK = typer.Option("tensorflow", help="Layerwise: tensorflow or pytorch (eager PyTorch's "
-                         "per-op costs).")
+FRAMEWORK = typer.Option("auto", help="auto (default: pytorch, unless --stack, the job's "
+                         "history or the network's source says TensorFlow; the answer says "
+                         "which and why), pytorch or tensorflow.")
 DATA_PARALLEL = typer.Option(
     None, "--data-parallel", help="Layerwise on N GPUs: how they share a step: auto (default: "
     "pytorch ddp, tensorflow allreduce; replicated when --stack names TensorFlow 1.x), ddp "

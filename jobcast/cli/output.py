@@ -15,12 +15,16 @@ Rules
   :class:`fleet.errors.ErrorInfo` (``kind``, ``message``, ``file``, ``line``, ``field``,
   ``row``), so a script reads why from the same stream as the answer.
 * Exit codes: 0 ok; 1 partial (some files or rows failed, the output is complete); 2 a user
-  error (a :class:`fleet.errors.JobcastError`, a usage error, a refused write); 70 a bug in
-  jobcast (``cli/app.py`` ``main``).
+  error (a :class:`fleet.errors.JobcastError`, a usage error, a refused write); 3 ``check``'s
+  "nothing to compare with"; 70 a bug in jobcast (``cli/app.py`` ``main``). Every command's
+  codes: ``docs/cli-errors.md`` (a test reads its table).
 * Progress bars draw on stderr and only on a terminal; ``--json`` runs disable them. Their
   label and item (a file, a layer, a host) are text, never markup.
 * Click/Typer's own usage errors (a bad option value) are plain, unboxed text when stderr is
-  not a terminal (:data:`RICH_MARKUP_MODE` for the app), Rich panels on a terminal.
+  not a terminal (:data:`RICH_MARKUP_MODE` for the app), Rich panels on a terminal; they exit
+  2 and, when ``--json`` is on the command line (before, after or instead of a valid
+  ``--json``), also print ``{"error": {"kind": "usage", ..., "field": "--flag"}}`` on stdout
+  (:class:`JsonUsageErrors`, the app's group class), as every other failure does.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer._click import Context as ClickContext  # typer's own Click (typer >= 0.2x)
+from typer._click.exceptions import ClickException
+from typer.core import TyperGroup
 
 if TYPE_CHECKING:
     from fleet.errors import ErrorInfo
@@ -119,6 +126,63 @@ def fail(problem: Problem, code: int = 2, *,
     which has its own), an :class:`ErrorInfo` or an error object in that shape."""
     report_error(problem, kind)
     raise typer.Exit(code)
+
+
+USAGE_KIND = "usage"
+
+
+def usage_error_payload(exc: ClickException) -> dict[str, Any]:
+    """``{"error": {...}}`` for a Click/Typer usage error: kind ``usage``, Click's message
+    and, for a bad value, the flag (or argument) as ``field``."""
+    param = getattr(exc, "param", None)
+    field = None
+    if param is not None:
+        opts = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+        field = opts[0] if opts else param.name
+    return error_payload({"kind": USAGE_KIND, "message": exc.format_message(), "field": field})
+
+
+def _asks_json(args: list[str]) -> bool:
+    """Whether ``--json`` is among the options (before a ``--``)."""
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
+class JsonUsageErrors(TyperGroup):
+    """The app's group: a Click usage error (bad option value, unknown option, missing
+    argument) in a command run with ``--json`` also prints the JSON error on stdout, and
+    every usage error exits 2 (module rules). Click prints its own message on stderr."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: ClickContext | None = None, **extra: Any) -> ClickContext:
+        """Click's context, remembering whether ``--json`` was given (for :meth:`invoke`);
+        a usage error in the group's own options answers in JSON where asked."""
+        asks = _asks_json(list(args))
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)
+        except ClickException as exc:
+            _json_usage(exc, asks)
+            raise
+        ctx.meta["jobcast.asks_json"] = asks
+        return ctx
+
+    def invoke(self, ctx: ClickContext) -> Any:
+        """Run the command; a usage error of a command or subgroup answers in JSON where
+        ``--json`` was given."""
+        try:
+            return super().invoke(ctx)
+        except ClickException as exc:
+            _json_usage(exc, bool(ctx.meta.get("jobcast.asks_json")))
+            raise
+
+
+def _json_usage(exc: ClickException, asks_json: bool) -> None:
+    """A usage error's JSON on stdout where asked for (once), and exit code 2."""
+    if type(exc).__name__ == "NoArgsIsHelpError":  # the help, shown for a bare group
+        return
+    exc.exit_code = 2
+    if (asks_json or _JSON_MODE) and not getattr(exc, "_jobcast_shown", False):
+        emit_json(usage_error_payload(exc))
+        exc._jobcast_shown = True  # type: ignore[attr-defined]
 
 
 def note(label: str, text: str, style: str = "yellow", *, err: bool = False) -> None:

@@ -101,6 +101,11 @@ def ingest_prometheus(
     traces: bool = typer.Option(True, "--traces/--no-traces",
                                 help="kubernetes: store each Job's DCGM trace (bounded)."),
     job_key: str | None = JOB_KEY,
+    iterations: int | None = typer.Option(
+        None, min=1, help="kubernetes: training iterations each Job had (predict --job then "
+        "scales to other --iterations)."),
+    epochs: int | None = typer.Option(
+        None, min=1, help="kubernetes: training epochs each Job had (as --iterations)."),
     as_json: bool = AS_JSON,
 ) -> None:
     """Read training jobs' traces from Prometheus into the store (finished jobs, idempotent)."""
@@ -130,10 +135,17 @@ def ingest_prometheus(
     client = open_prometheus(url, timeout=timeout, retries=retries, bearer_token=bearer_token,
                              basic_auth=basic_auth, ca_file=ca_file, insecure=insecure)
     opener = open_store_later(store)
+    if iterations is not None and epochs is not None:
+        fail("give --iterations or --epochs, not both")
+    length = (("iterations", iterations) if iterations is not None
+              else ("epochs", epochs) if epochs is not None else None)
+    if length and source != "kubernetes":
+        fail("--iterations/--epochs are for --source kubernetes (the jobcast exporter's "
+             "series count their own steps)")
     if source == "kubernetes":
         ingest_kubernetes(client, opener, start, end, namespace=namespace,
                           max_series=max_series, max_points=max_points, traces=traces,
-                          job_key=job_key_rule(job_key), as_json=as_json)
+                          job_key=job_key_rule(job_key), as_json=as_json, length=length)
     result = _fetch_then_store(opener, "prometheus", as_json, lambda advance: fetch_jobcast_jobs(
         client, start, end, matchers=matchers, names=names, chunk=chunk_s,
         stale_after=stale_s, max_chunks=max_chunks, max_points=max_points,
@@ -173,14 +185,14 @@ def _fetch_then_store(opener, label: str, as_json: bool, fetch) -> ClusterIngest
 
 def ingest_kubernetes(client, opener, start: float, end: float, *, namespace: str | None,
                       max_series: int, max_points: int, traces: bool, job_key: str | None,
-                      as_json: bool) -> None:
+                      as_json: bool, length: tuple[str, int] | None = None) -> None:
     """``ingest-prometheus --source kubernetes``: Jobs -> whole-job runs; exits."""
     from jobcast.service.cluster import fetch_kubernetes_jobs
 
     result = _fetch_then_store(opener, "kubernetes", as_json, lambda advance: (
         fetch_kubernetes_jobs(
             client, start, end, namespace=namespace, job_key=job_key, traces=traces,
-            max_series=max_series, max_points=max_points,
+            max_series=max_series, max_points=max_points, length=length,
             progress=lambda done, total: advance(done, total, "jobs"))))
     if as_json:
         emit_json(result.as_dict())

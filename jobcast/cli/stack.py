@@ -39,7 +39,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import typer
@@ -137,6 +136,8 @@ def _running_pid(folder: Path, piece: str) -> int | None:
 
 
 def _answers(url: str) -> bool:
+    import urllib.request  # here: every other command starts without it
+
     try:
         with urllib.request.urlopen(url, timeout=2) as resp:
             return resp.status == 200

@@ -29,8 +29,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -87,6 +85,9 @@ def mlflow_server_env(folder: Path, env: dict[str, str]) -> tuple[dict[str, str]
 
 
 def _call(url: str, method: str, body: dict, user: str, password: str) -> int:
+    import urllib.error  # here: every other command starts without them
+    import urllib.request
+
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method=method,
                                      headers={"Content-Type": "application/json",

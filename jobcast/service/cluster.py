@@ -183,14 +183,20 @@ def fetch_kubernetes_jobs(client: PrometheusClient, since: float, until: float, 
                           namespace: str | None = None, job_key: str | None = None,
                           traces: bool = True, max_series: int | None = 200_000,
                           max_points: int | None = 5_000_000,
-                          progress: Progress | None = None) -> FetchedK8s:
+                          progress: Progress | None = None,
+                          length: tuple[str, int] | None = None) -> FetchedK8s:
     """Kubernetes Jobs seen in ``[since, until]`` joined with their pods' DCGM traces
-    (writes nothing; closes ``client``)."""
+    (writes nothing; closes ``client``); ``length`` (``--iterations``/``--epochs``): the
+    training length each Job had (``ingest.whole_job.apply_length``)."""
     from ingest.prometheus.kubernetes import fetch_k8s_jobs
+    from ingest.whole_job import apply_length
 
-    return _fetch(client, lambda: fetch_k8s_jobs(
+    fetched = _fetch(client, lambda: fetch_k8s_jobs(
         client, since, until, namespace=namespace, job_key_rule=job_key, traces=traces,
         max_series=max_series, max_points=max_points, progress=progress))
+    for _, run in fetched.runs if length else ():
+        apply_length(run, length)
+    return fetched
 
 
 @dataclass

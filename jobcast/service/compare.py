@@ -20,12 +20,18 @@ Rules
   ``rank_time``/``rank_cost``; ``answer_precision: "unstated"``, ``precision_basis:
   "history states none"``) and a note says why.
 * **Notes once**: the GPU a name resolved to (``gpu``), why each row's model answers (the
-  forecaster's ``chosen`` clauses, else the route's ``why``), its precision as run, memory
-  verdict where it does not fit, and its warnings are shared notes
+  forecaster's ``chosen`` clauses, in words, else the route's ``why``), its precision as run,
+  memory verdict where it does not fit, its warnings, and every flag its route cannot use
+  (``job_answer.unused_flags``: e.g. ``--framework`` on a history row; every row, history
+  rows too, is asked with every flag) are shared notes
   (``notes``: ``[{"id", "text"}]``); a row lists the ids of its notes (``notes``).
-* ``scaling_efficiency`` = time on one GPU / (N x time on N GPUs) of the same device,
-  precision and route, when the 1-GPU row is among the rows (different routes are not
-  comparable, so no figure).
+* ``scaling_efficiency`` = time on one GPU / (N x time on N GPUs) of the same GPU,
+  precision and route: the 1-GPU row where it is among the rows, else a 1-GPU forecast of
+  the same job made for it (:func:`single_gpu_times`); 1 on one GPU; none where the 1-GPU
+  answer comes from another route (different routes are not comparable).
+* **A device names its count or takes ``--gpus``'s**: ``"8x A100"`` (or a key, as
+  ``predict --deployment`` reads it) is that deployment only; a bare GPU is ranked at each
+  count.
 * ``fits`` and ``memory``: the per-GPU memory verdict of the row (:func:`memory_fit`; absent
   where it cannot say); a row that does not fit stays ranked, marked ``fits: false``, with a
   note naming the largest per-GPU batch that fits.
@@ -36,14 +42,15 @@ Rules
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from fleet.deployment import Deployment, deployment_key
+from fleet.deployment import Deployment, deployment_key, states_count
 from fleet.errors import JobcastError
 from fleet.precision import parse_precision
 from jobcast.service.forecast import Forecast, ForecastFailure
 from jobcast.service.forecaster import Forecaster
+from jobcast.service.job_answer import unused_flags
 from jobcast.service.prices import PriceTable
 from jobcast.service.request import JobRequest
 from models.fitted import FittedModel
@@ -99,21 +106,38 @@ class Slot:
         return JobRequest(deployment=self.deployment, **stated, **common)
 
 
+def _placements(device: str, counts: list[int]) -> list[tuple[str, int, str, str, str]]:
+    """(label, GPUs, key, GPU as named, error) of one asked device: a device that names its
+    count (``"8x A100"``, a key: as ``predict --deployment`` reads it) at that count, a bare
+    GPU at each of ``counts``."""
+    if states_count(device):
+        try:
+            d = Deployment.parse(device)
+        except JobcastError as exc:
+            return [(device, 1, "", device, f"deployment {device!r}: {exc}")]
+        label = (f"{d.per_node} × {d.accelerator}" if d.nodes == 1
+                 else f"{d.nodes} × {d.per_node} × {d.accelerator}")
+        return [(label, d.count, d.key, d.accelerator, "")]
+    out = []
+    for n in counts:
+        try:
+            out.append((f"{n} × {device}", n, deployment_key(device, n), device, ""))
+        except JobcastError as exc:
+            out.append((f"{n} × {device}", n, "", device, f"GPU {device!r}: {exc}"))
+    return out
+
+
 def asked_slots(devices: Iterable[str], counts: list[int], precisions: list[str]) -> list[Slot]:
-    """Every device x count x precision, spellings of one GPU once (see the module rules)."""
+    """Every device x count x precision (a device naming its count: that count only),
+    spellings of one GPU once (see the module rules)."""
     slots, seen = [], set()
     for precision in precisions:
         for device in devices:
-            for n in counts:
-                try:
-                    key, error = deployment_key(device, n), ""
-                except JobcastError as exc:
-                    key, error = "", f"GPU {device!r}: {exc}"
+            for label, n, key, named, error in _placements(device, counts):
                 if key and (key, precision) in seen:
                     continue
                 seen.add((key, precision))
-                slots.append(Slot(f"{n} × {device}", n, key, precision, "asked", device,
-                                  device, error))
+                slots.append(Slot(label, n, key, precision, "asked", named, named, error))
     return slots
 
 
@@ -227,8 +251,8 @@ class Notes:
         return [{"id": i, "text": t} for t, i in self.ids.items()]
 
 
-def _row(slot: Slot, outcome, by_id, prices: PriceTable, notes: Notes
-         ) -> dict:
+def _row(slot: Slot, outcome, by_id, prices: PriceTable, notes: Notes,
+         framework: str = "auto") -> dict:
     """One JSON row: the slot, then the answer with its cost, memory verdict and notes, or
     ``error``."""
     gpu_name = slot.accelerator
@@ -263,7 +287,9 @@ def _row(slot: Slot, outcome, by_id, prices: PriceTable, notes: Notes
     gpu = resolved_gpu(by_id, outcome)
     named = slot.device or slot.deployment
     resolved = [f"{named} resolved to {gpu}"] if gpu and gpu != named else []
-    texts = [*resolved, *chosen_clauses(outcome), *unranked, *extrapolated, *warnings]
+    texts = [*resolved, *chosen_clauses(outcome), *unranked, *extrapolated, *warnings,
+             *(unused_flags(outcome, replace(outcome.job, framework=framework))
+               if outcome.job is not None else unused_flags(outcome))]
     out = {**row, "gpu": gpu, "route": str(outcome.route),
            "model": outcome.model, "seconds": outcome.seconds, "low": outcome.low,
            "high": outcome.high, "unit": outcome.unit, "extrapolated": outcome.extrapolated,
@@ -275,24 +301,44 @@ def _row(slot: Slot, outcome, by_id, prices: PriceTable, notes: Notes
     return out
 
 
-def _rank(rows: list[dict], groups: list[str]) -> list[dict]:
+Singles = dict[tuple[str, str, str], float]  # (GPU, precision, route) -> seconds on 1 GPU
+
+
+def single_gpu_times(rows: list[dict], slots: list[Slot], forecast: Any) -> Singles:
+    """The 1-GPU time of each answered row's GPU, precision and route: its own 1-GPU row,
+    else (for an asked row on several GPUs) a 1-GPU forecast of the same job made for the
+    purpose (``forecast(slot)``: an outcome), so every multi-GPU row has its reference."""
+    singles: Singles = {(r["gpu"], r["precision"], r["route"]): r["seconds"] for r in rows
+                        if "error" not in r and r["gpus"] == 1}
+    for row, slot in zip(rows, slots, strict=True):
+        key = (row.get("gpu", ""), row["precision"], row.get("route", ""))
+        if "error" in row or row["gpus"] == 1 or slot.source != "asked" or key in singles:
+            continue
+        one = Slot(f"1 × {slot.accelerator}", 1, deployment_key(slot.accelerator, 1),
+                   slot.precision, "asked", slot.accelerator, slot.accelerator)
+        outcome = forecast(one)
+        if outcome.ok and str(outcome.route) == key[2]:
+            singles[key] = outcome.seconds
+    return singles
+
+
+def _rank(rows: list[dict], groups: list[str], singles: Singles) -> list[dict]:
     """Rows of each precision in turn: answered at that precision by time (with time and
     cost ranks within the precision), then those answered from history that states no
-    precision (unranked), then failed; scaling efficiency within device, precision and
-    route."""
+    precision (unranked), then failed; scaling efficiency against the 1-GPU time of the
+    same GPU, precision and route (``singles``; 1 on one GPU)."""
     ordered = []
     for group in groups:
         mine = [r for r in rows if r["precision"] == group]
         answered = sorted((r for r in mine if "error" not in r), key=lambda r: r["seconds"])
         ok = [r for r in answered if r["precision_basis"] == "asked"]
         unranked = [r for r in answered if r["precision_basis"] != "asked"]
-        one = {(r["device"], r["route"]): r["seconds"] for r in ok
-               if r["source"] == "asked" and r["gpus"] == 1}
+        for r in answered:
+            single = singles.get((r["gpu"], r["precision"], r["route"]))
+            if single is not None and r["seconds"] > 0:
+                r["scaling_efficiency"] = single / (r["gpus"] * r["seconds"])
         for rank, r in enumerate(ok, start=1):
             r["rank_time"] = rank
-            single = one.get((r["device"], r["route"]))
-            if r["source"] == "asked" and r["gpus"] > 1 and single is not None:
-                r["scaling_efficiency"] = single / (r["gpus"] * r["seconds"])
         priced = sorted((r for r in ok if r["usd"] is not None), key=lambda r: r["usd"])
         for rank, r in enumerate(priced, start=1):
             r["rank_cost"] = rank
@@ -312,7 +358,7 @@ def compare(
     image_size: int | None = None,
     precision: str | list[str] = "fp32",
     counts: list[int] | None = None,
-    framework: str = "tensorflow",
+    framework: str = "auto",
     include_history: bool = False,
     data_parallel: str | None = None,
 ) -> dict:
@@ -320,6 +366,7 @@ def compare(
     ``include_history``); see the module rules for the rows, rankings and notes."""
     if batch_size <= 0 or epochs <= 0:
         raise ValueError("batch size and epochs must be positive")
+    given_counts = counts is not None
     counts = sorted(set(counts or [1]))
     if any(n < 1 for n in counts):
         raise ValueError(f"GPU counts must be >= 1, got {counts}")
@@ -336,15 +383,20 @@ def compare(
     by_id = {m.model_id: m for m in forecaster.models}
     layerwise = dict(optimizer=optimizer, image_size=image_size, framework=framework,
                      data_parallel=data_parallel)
-    rows = []
-    for slot in slots:
-        req = slot.request({**common, **(layerwise if slot.source == "asked" else {})})
-        outcome = (ForecastFailure(req, slot.error) if slot.error
-                   else forecaster.forecast(req, refuse_unfit=False))
-        rows.append(_row(slot, outcome, by_id, prices, notes))
+
+    def forecast(slot: Slot) -> Any:
+        req = slot.request({**common, **layerwise})  # a route that cannot use one says so
+        return (ForecastFailure(req, slot.error) if slot.error
+                else forecaster.forecast(req, refuse_unfit=False))
+
+    rows = [_row(slot, forecast(slot), by_id, prices, notes, framework) for slot in slots]
     notes.add(not_ranked)
+    counted = [d for d in devices or [] if states_count(d)]
+    if given_counts and counted:
+        notes.add([f"--gpus {','.join(map(str, counts))} applies to bare GPUs only: "
+                   f"{', '.join(map(repr, counted))} name their own count"])
     groups = [*precisions, *([UNSTATED] if any(s.precision == UNSTATED for s in slots) else [])]
-    ranked = _rank(rows, groups)
+    ranked = _rank(rows, groups, single_gpu_times(rows, slots, forecast))
     return {
         "network": network,
         "batch_size": batch_size,

@@ -9,8 +9,14 @@ Rules:
   (``Tesla V100 SXM2 16GB``), as everywhere in the service;
 * the per-GPU batch is ``ceil(global batch / GPUs)`` (at least 1), as the layerwise route
   splits it;
-* the estimate is :func:`layerwise.memory.estimate_memory` on the shipped spec of the network
-  for the request's framework (precision, optimizer, image size as asked);
+* the estimate is :func:`layerwise.memory.estimate_memory` on the layers of the network,
+  whatever its source (a zoo name's shipped spec for the request's framework, a
+  ``file.py:callable``/``module:callable`` model's cached trace, a JSON spec), with the
+  precision, optimizer and image size as asked;
+* the band (:func:`may_not_fit`): an estimate over the GPU's memory by at most
+  :data:`layerwise.memory_band.WARN_BAND` (its own measured error: the largest estimate /
+  memory of a batch public data shows running) is "may not fit", answered with a warning;
+  beyond it the forecaster refuses the job;
 * ``None`` where it cannot say: a network the zoo ships no spec of, an accelerator the GPU
   catalog does not hold (TPUs, Gaudi, an unknown name: the forecast's own routes report those),
   no device or deployment, no batch size. Bad values the request check would refuse
@@ -23,8 +29,10 @@ import math
 
 from fleet.catalog import UnknownGpuError
 from fleet.deployment import Deployment
+from fleet.framework import parse_framework
 from jobcast.service.request import JobRequest
 from layerwise.memory import MemoryEstimate, MemoryEstimateError, estimate_memory, network_layers
+from layerwise.memory_band import WARN_BAND
 
 
 def _gpu_and_count(device: str | None, deployment: str | None) -> tuple[str, int] | None:
@@ -43,7 +51,7 @@ def _gpu_and_count(device: str | None, deployment: str | None) -> tuple[str, int
 def memory_verdict(network: str, device: str | None, *, batch_size: int | None,
                    gpus: int | None = None, precision: object = "fp32",
                    optimizer: str | None = "sgd", image_size: int | None = None,
-                   framework: str | None = "tensorflow",
+                   framework: str | None = None,
                    deployment: str | None = None) -> MemoryEstimate | None:
     """The memory verdict of a job: ``device`` (or ``deployment``) as the user gives it, the
     *global* ``batch_size`` split over ``gpus`` (module rules); None where it cannot say."""
@@ -57,14 +65,15 @@ def memory_verdict(network: str, device: str | None, *, batch_size: int | None,
     if count < 1:
         raise MemoryEstimateError(f"GPU count must be >= 1, got {gpus}")
     try:
-        network_layers(str(network), framework or "tensorflow")
+        network_layers(str(network), parse_framework(framework).value)
     except MemoryEstimateError:
         return None
     per_gpu = max(1, math.ceil(int(batch_size) / count))
     try:
         return estimate_memory(str(network), batch_size=per_gpu, precision=precision,
                                optimizer=optimizer or "sgd", gpu=gpu,
-                               framework=framework or "tensorflow", image_size=image_size)
+                               framework=parse_framework(framework).value,
+                               image_size=image_size)
     except UnknownGpuError:
         return None
 
@@ -77,4 +86,18 @@ def request_verdict(req: JobRequest) -> MemoryEstimate | None:
                           deployment=req.deployment)
 
 
-__all__ = ["memory_verdict", "request_verdict"]
+def may_not_fit(memory: MemoryEstimate) -> bool:
+    """Over the GPU's memory, but within the estimate's own error of it (module rules)."""
+    capacity = memory.gpu_memory_bytes
+    return (memory.fits is False and capacity is not None
+            and memory.total_bytes <= WARN_BAND * capacity)
+
+
+def band_warning(memory: MemoryEstimate) -> str:
+    """The warning of a job that :func:`may_not_fit`."""
+    return (f"may not fit: {memory.summary()}; the estimate runs up to {WARN_BAND:g}x the "
+            "GPU's memory at batches public data shows running (docs/memory.md), so the job "
+            "is answered, not refused")
+
+
+__all__ = ["band_warning", "may_not_fit", "memory_verdict", "request_verdict"]

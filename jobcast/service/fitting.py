@@ -113,7 +113,7 @@ def whole_job_rows(store: Store) -> tuple[pd.DataFrame, WholeJobSummary]:
     from ingest.whole_job import whole_job_runs
     from jobcast.service.whole_job_route import recent_backtest
 
-    found = recent_backtest(whole_job_runs(store))
+    found = recent_backtest(whole_job_runs(store, traces=False))
     if not found:
         return pd.DataFrame(), WholeJobSummary()
     rows = []

@@ -4,6 +4,9 @@ Rules (the CLI, the served model and the report decide the same way, here):
 
 0. **A job by its name**: a request that names a job (``--job``/``--system``) takes what it
    leaves open from the job's newest run, and says so (``jobcast.service.job_history``).
+   Its framework, where not asked, is resolved once (``jobcast.service.framework_choice``:
+   the stack, the job's history, the network's source, else PyTorch); the assumptions say
+   which and why.
 1. **Ask**: the request is resolved once (:class:`jobcast.service.candidates.Ask`): target
    (the whole job by default), deployment key and the stored keys that match it (exact, else
    the GPU family's), asked variant, named system.
@@ -40,12 +43,16 @@ Rules (the CLI, the served model and the report decide the same way, here):
    layerwise cell is MLPerf's fp16 runs asked without a precision). An answer from history
    is never narrower than the spread of the runs behind it (``_spread_floor``: the normal
    90 % band of their seconds per iteration and sample), so a cell learnt on steadier jobs
-   cannot make a noisier job's interval too narrow.
+   cannot make a noisier job's interval too narrow. A candidate judged by its own backtest
+   and scaled to another length (relation ``lengths`` ``varied``) keeps its own interval's
+   ends where they are wider: its backtest speaks to the job at the length it ran.
 5. **Compose**: a whole job is one answer phase by phase (``jobcast.service.job_answer``):
    the evaluations a request gives are chosen among the test-phase candidates (rules 1-4),
    whatever answered the training; every answer carries a ``summary`` (step, epoch, job).
 6. **Will it fit?** A training job whose per-GPU memory estimate
-   (``jobcast.service.feasibility``) exceeds the GPU's memory is refused with the estimate,
+   (``jobcast.service.feasibility``, for every network source) exceeds the GPU's memory by
+   more than the estimate's own measured error (``feasibility.may_not_fit``: within it, the
+   answer stands with a "may not fit" warning) is refused with the estimate,
    the GPU's memory and the largest batch that fits, unless the history behind the answer
    ran that batch size on that hardware (then the answer stands, with a warning: history
    outranks the estimate). The estimate is in ``memory`` (``fits``) where one exists. Callers
@@ -66,8 +73,9 @@ from fleet.deprecation import renamed_attributes
 from fleet.errors import ErrorInfo, JobcastError
 from jobcast.service.candidates import Ask, Candidate, Proposer, fallback_error
 from jobcast.service.e2e_route import EndToEndRoute
-from jobcast.service.feasibility import request_verdict
+from jobcast.service.feasibility import band_warning, may_not_fit, request_verdict
 from jobcast.service.forecast import NO_FORECAST, Forecast, ForecastFailure, Outcome, percent_text
+from jobcast.service.framework_choice import resolve_framework
 from jobcast.service.job_answer import (
     as_trained,
     compose_job,
@@ -76,19 +84,19 @@ from jobcast.service.job_answer import (
     summary,
     unused_flags,
 )
-from jobcast.service.job_history import JobHistoryError, complete_from_history
 from jobcast.service.request import JobRequest
 from jobcast.service.route_registry import (
     RouteSpec,
     fallback_errors,
     history_routes,
     kinds,
+    prices_network,
     register_route,
     route_names,
     route_specs,
 )
 from jobcast.service.routes import LayerwiseRoute, ScaleCalibratedRoute
-from models.relation import Judgement, SelectorCells, lengths_bucket, load_prior
+from models.relation import Judgement, SelectorCells, cell_words, lengths_bucket, load_prior
 
 if TYPE_CHECKING:  # pandas and the store's SQL layer load with the first history read
     import pandas as pd
@@ -254,9 +262,8 @@ class Forecaster:
             own: SelectorCells | None = self._own_selector
             if own is None and self.store is not None:
                 saved = self.store.load_artifact(SELECTOR_ARTIFACT)
-                if saved:
-                    from models.selector import BacktestSelector
-                    own = BacktestSelector.from_dict(cast("dict[str, Any]", saved))
+                if saved:  # judged by the light half: no scikit-learn (models.relation)
+                    own = SelectorCells.from_dict(cast("dict[str, Any]", saved))
             self._selector = own.combine(prior) if own is not None else prior
         return self._selector
 
@@ -361,7 +368,9 @@ class Forecaster:
         ``refuse_unfit=False`` answers a job that will not fit too, marked ``fits: false``
         (a table that ranks several deployments shows it rather than drop it; rule 6)."""
         try:
+            asked = req
             req, taken = self.from_job_history(req)
+            req, framework = resolve_framework(req, self.history_stacks(req))
             whole_only = self._whole_job_only(req)
             req, assumed = req.with_defaults(length_needed=not whole_only)
             assumed = taken + assumed
@@ -377,14 +386,19 @@ class Forecaster:
             memory = (request_verdict(as_trained(req, found)) if req.phase in ("job", "train")
                       else None)
             if memory is not None and not memory.fits:
-                if refuse_unfit and not ran_this_batch(found):
+                ran = ran_this_batch(found)
+                if refuse_unfit and not ran and not may_not_fit(memory):
                     text = f"will not fit: {memory.summary()}"
                     return ForecastFailure(req, text, ErrorInfo(WILL_NOT_FIT, text))
-                why = ("but the history behind this answer ran this batch size"
-                       if ran_this_batch(found) else "answered anyway, marked fits: false")
+                note = (f"{memory.summary()}; but the history behind this answer ran this "
+                        "batch size" if ran else band_warning(memory) if may_not_fit(memory)
+                        else f"{memory.summary()}; answered anyway, marked fits: false")
                 found = found.with_details(warnings=[*found.details.get("warnings", []),
-                                                     f"{memory.summary()}; {why}"])
-            notes = assumed + unused_flags(found)
+                                                     note])
+            if prices_network(found.details, str(found.route)) or asked.framework not in (
+                    None, "", "auto"):  # a framework matters to an answer that prices it
+                assumed = [*assumed, framework]
+            notes = assumed + unused_flags(found, asked)
             return found.with_details(summary=summary(found, memory), assumptions=notes,
                                       memory=memory.as_dict() if memory else None)
         except (JobcastError, OSError) as exc:
@@ -397,19 +411,36 @@ class Forecaster:
         from ingest.whole_job import normal_key, whole_job_runs
         name = normal_key(key)
         if name not in self._job_runs:
-            self._job_runs[name] = whole_job_runs(self.store, key)
+            self._job_runs[name] = whole_job_runs(self.store, key, traces=False)
         return self._job_runs[name]
 
     def from_job_history(self, req: JobRequest) -> tuple[JobRequest, list[str]]:
         """A request that names a job, completed from the job's history
-        (:func:`jobcast.service.job_history.complete_from_history`), with notes saying so."""
+        (:func:`jobcast.service.job_history.complete_from_history`), with notes saying so;
+        a request that names none is returned as it is (that module and the whole-job index
+        it reads load only for a named job)."""
         if not req.system:
             if req.gpus is not None:
+                from jobcast.service.job_history import JobHistoryError
                 raise JobHistoryError("--gpus needs --job (the job whose GPU it counts)",
                                       field="gpus")
             return req, []
+        from jobcast.service.job_history import complete_from_history
         history = self.history if self.has_history else None
         return complete_from_history(req, history, self.job_runs(req.system), req.gpus)
+
+    def history_stacks(self, req: JobRequest) -> list[str]:
+        """The stacks of the named job's runs (``system``), else of the network's, newest
+        first (none without history): what ``framework_choice`` reads a framework from."""
+        if not self.has_history or not len(self.history):
+            return []
+        runs = self.history
+        if req.system:
+            mine = runs[runs["system"].astype(str).str.casefold() == req.system.casefold()]
+        else:
+            mine = runs[runs["network"].astype(str) == str(req.network)]
+        mine = mine.sort_values("start_time", ascending=False, na_position="last")
+        return [str(s) for s in mine["stack"].tolist() if isinstance(s, str) and s]
 
     def _whole_job_only(self, req: JobRequest) -> bool:
         """Whether ``req`` is a whole job of a named job whose history has no batch size
@@ -439,7 +470,7 @@ class Forecaster:
         (``chosen``: its reason and its backtest figure, as clauses) and the others."""
         f = cand.forecast
         backtest = (f"backtest: {percent_text(j.expected_percent())} % mean error over {j.n} "
-                    f"forecasts of its kind ({j.cell})" if j.n else
+                    f"forecasts of its kind ({cell_words(j.cell)})" if j.n else
                     "no backtest of its kind yet: ranked by kind, own interval")
         chosen = (cand.reason, backtest)
         others = [{"kind": c.kind, "model": c.forecast.model, "seconds": c.forecast.seconds,
@@ -453,6 +484,8 @@ class Forecaster:
         floor = math.exp(self._spread_floor(cand))
         low = min(f.seconds * j.low_factor, f.seconds / floor)
         high = max(f.seconds * j.high_factor, f.seconds * floor)
+        if cand.own_errors and cand.relation.lengths == "varied":
+            low, high = min(low, f.low), max(high, f.high)  # own backtest: at its own length
         if _lopsided(j):  # the side the backtest cannot speak to: the candidate's own
             ran_low = j.low_factor * j.high_factor > 1  # the point near the low end
             low, high = (min(low, f.low), high) if ran_low else (low, max(high, f.high))

@@ -18,6 +18,9 @@ Rules:
   ``running`` and in ``skipped`` as ``<source> (still running: why)``.
 - One bad file never stops the others; Ray that is missing or unreachable is a
   :class:`fleet.errors.JobcastError` before anything is written.
+- A path given that does not exist is the user's input error, not a rejected file: the
+  whole call is refused before the store is opened (:func:`refuse_missing`, an
+  :class:`IngestOptionError` naming the path; ``jobcast ingest`` exits 2).
 """
 
 from __future__ import annotations
@@ -45,18 +48,24 @@ class IngestOptionError(ServiceError, ValueError):
 
     kind: ClassVar[str] = "ingest_option"
 
-    def __init__(self, message: str, field: str | None = None) -> None:
-        """``message`` as the error's text; ``field``: the option it is about."""
+    def __init__(self, message: str, field: str | None = None,
+                 file: str | None = None) -> None:
+        """``message`` as the error's text; ``field``: the option it is about; ``file``: the
+        path it is about, where it is one."""
         super().__init__(message)
         self.field = field
+        self.file = file
 
 
 def ingest_options(network: str | None = None, deployment: str | None = None,
                    batch_size: int | None = None, override: bool = False,
                    tags: Sequence[str] = (), system: str | None = None,
-                   job_key: str | None = None) -> IngestOptions:
+                   job_key: str | None = None, iterations: int | None = None,
+                   epochs: int | None = None) -> IngestOptions:
     """What the logs lack or misname, checked (module rules): ``tags`` as given to ``--tag``
-    (``key=value`` each, or comma lists), ``system`` with its spaces normalised."""
+    (``key=value`` each, or comma lists), ``system`` with its spaces normalised;
+    ``iterations`` or ``epochs`` (one of them): the training length of each scheduler
+    record (``ingest.whole_job.apply_length``)."""
     from fleet.deployment import normalise_deployment
     from ingest.whole_job import KeyRule
     from models.variant import parse_tags
@@ -82,7 +91,21 @@ def ingest_options(network: str | None = None, deployment: str | None = None,
     return IngestOptions(network=network, deployment=deployment, batch_size=batch_size,
                          override=override, tags=tuple(parsed.items()),
                          system=" ".join(system.split()) if system else None,
-                         job_key=job_key or None)
+                         job_key=job_key or None, length=_length(iterations, epochs))
+
+
+def _length(iterations: int | None, epochs: int | None) -> tuple[str, int] | None:
+    """``--iterations`` / ``--epochs`` of an ingest as (unit, count), checked."""
+    from ingest.whole_job import MAX_LENGTH
+
+    if iterations is not None and epochs is not None:
+        raise IngestOptionError("give --iterations or --epochs, not both", "iterations")
+    for unit, count in (("iterations", iterations), ("epochs", epochs)):
+        if count is not None:
+            if not 0 < count <= MAX_LENGTH:
+                raise IngestOptionError(f"--{unit} {count}: want 1 .. {MAX_LENGTH:,}", unit)
+            return unit, int(count)
+    return None
 
 
 def split_sources(sources: Sequence[str],
@@ -96,6 +119,17 @@ def split_sources(sources: Sequence[str],
         raise IngestOptionError("--experiment selects MLflow experiments: give an mlflow+URI "
                                 "source (e.g. mlflow+http://127.0.0.1:5000)", "experiment")
     return [s for s in sources if not is_tracking_source(s)], trackers
+
+
+def refuse_missing(paths: Sequence[str]) -> None:
+    """An :class:`IngestOptionError` (field ``paths``, ``file`` the path) for the first of
+    ``paths`` that is neither a file nor a folder (module rules)."""
+    from pathlib import Path
+
+    for given in paths:
+        if not Path(given).exists():
+            raise IngestOptionError(f"{given}: no such file or folder (nothing was ingested)",
+                                    "paths", file=given)
 
 
 @dataclass
@@ -150,6 +184,7 @@ def ingest(store: Store | Callable[[], Store], sources: Sequence[str],
     once the sources are checked, so a refused call writes nothing); ``progress(done, total,
     item)`` is called once per file or tracker run."""
     files, trackers = split_sources(sources, experiments)
+    refuse_missing(files)
     options = options or IngestOptions()
     st = store if not callable(store) else store()
     if use_ray or ray_address:

@@ -187,12 +187,14 @@ def _resolved(f: Forecast) -> dict[str, Any]:
     return out
 
 
-def unused_flags(f: Forecast) -> list[str]:
+def unused_flags(f: Forecast, asked: JobRequest | None = None) -> list[str]:
     """What the request asked that the answering route cannot use, said as an assumption
-    (never silently ignored): a stack or variant tags on a layerwise answer, an image size
-    or optimizer on a history answer (its runs ran their own), a length on a whole-job
-    answer (a scheduler's history states none)."""
+    (never silently ignored): a stack or variant tags on a layerwise answer, an image size,
+    optimizer or framework on a history answer (its runs ran their own). ``asked``: the
+    request as the user gave it (default ``f.job``): a framework jobcast chose is not a flag
+    the user gave."""
     req, out = f.job, []
+    asked = asked or req
     layerwise = prices_network(f.details, str(f.route))
     if layerwise and req.stack:
         out.append(f"--stack {req.stack!r} names history, and none of it answers: the "
@@ -207,13 +209,9 @@ def unused_flags(f: Forecast) -> list[str]:
         if str(req.optimizer or "").lower() not in ("", "sgd", "none"):
             out.append(f"--optimizer {req.optimizer}: the history answering ran its own "
                        "optimizer; only layerwise answers use it")
-    whole = f.details.get("whole_job")
-    if isinstance(whole, dict) and (req.iterations is not None or req.epochs is not None):
-        length = (f"--iterations {req.iterations}" if req.iterations is not None
-                  else f"--epochs {req.epochs:g}")
-        out.append(f"{length}: the job's whole-job history (a scheduler's) does not state its "
-                   "runs' length, so the answer is for a run as long as its runs; ingest the "
-                   "job's training logs with --system NAME to forecast by length")
+        if str(asked.framework or "").lower() not in ("", "auto"):
+            out.append(f"--framework {asked.framework}: the history answering ran its own "
+                       "framework; only layerwise answers use it")
     return out
 
 

@@ -130,12 +130,14 @@ def _date(t: float) -> str:
 
 
 def _spread(rates: np.ndarray) -> float:
-    from scipy import stats
     n = len(rates)
     if n < 2:
         return ONE_RUN_SCALE
+    # Student's t quantile: scipy.stats.t.ppf(0.95, n - 1) is this very function, without
+    # the second of import scipy.stats costs a fresh process
+    from scipy.special import stdtrit
     sd = float(np.std(np.log(rates), ddof=1))
-    return max(MIN_SPREAD, float(stats.t.ppf(0.95, n - 1)) * sd * math.sqrt(1 + 1 / n))
+    return max(MIN_SPREAD, float(stdtrit(n - 1, 0.95)) * sd * math.sqrt(1 + 1 / n))
 
 
 class RateRoute:

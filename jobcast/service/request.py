@@ -8,8 +8,10 @@ Rules (:data:`FIELDS` is the only list of columns):
   run: start-up, training, evaluation and the gaps between them, with the phases beside it;
   ``train`` or ``test`` ask for one phase),
   ``optimizer`` to ``sgd``, ``precision`` to ``fp32`` (also tf32, fp16, bf16: mixed precision
-  on tensor cores), ``framework`` to ``tensorflow`` (or ``pytorch``: eager PyTorch's per-op
-  costs), ``image_size`` to the network's own (224 for most, 299 for Inception),
+  on tensor cores), ``framework`` to ``auto`` (``pytorch`` unless the stack, the job's history
+  or the network's source says ``tensorflow``: ``jobcast.service.framework_choice``, which
+  the answer's assumptions quote), ``image_size`` to the network's own (224 for most, 299
+  for Inception),
   ``data_parallel`` (how N GPUs share a layerwise step: ``ddp``, ``allreduce``, ``replicated``,
   ``dp``, ``fleet.data_parallel``) to ``auto`` (``models.scaling.auto_strategy``), kept as None.
 * End-to-end variant: a *stated* ``precision`` and ``tags`` (``"compiler=xla,data=real"``) pick
@@ -47,7 +49,7 @@ from typing import Any, ClassVar, Literal
 
 from fleet.data_parallel import parse_data_parallel
 from fleet.deprecation import renamed_property, warn_renamed
-from fleet.framework import parse_framework
+from fleet.framework import AUTO, parse_framework_choice
 from fleet.precision import parse_precision
 from ingest.events import PHASES
 from ingest.validate import MAX_BATCH_SIZE, MAX_ITERATIONS
@@ -88,7 +90,7 @@ FIELDS: tuple[Field, ...] = (
     Field("dataset_size", "whole"),
     Field("image_size", "whole"),
     Field("precision", "text", default=DEFAULT_PRECISION),
-    Field("framework", "text", default="tensorflow"),
+    Field("framework", "text", default=AUTO),
     Field("data_parallel", "text"),  # layerwise on N GPUs: auto (unset), ddp, allreduce, ...
     Field("eval_every", "number"),
     Field("eval_size", "whole"),
@@ -139,7 +141,8 @@ LIMITS: dict[str, Limit] = {
     "gpus": Limit(1, 1024),
 }
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_NOT_A_NAME = re.compile(r"[/\\{}]")  # a path or JSON text, not a network's name
+# a path, JSON text or a module:callable reference (code a server never runs), not a name
+_NOT_A_NAME = re.compile(r"[/\\{}:]")
 _FILE_SUFFIXES = (".json", ".keras", ".h5")
 
 
@@ -209,7 +212,7 @@ class JobRequest:
     optimizer: str = "sgd"
     image_size: int | None = None
     precision: str = DEFAULT_PRECISION
-    framework: str = "tensorflow"
+    framework: str = AUTO  # resolved by jobcast.service.framework_choice
     data_parallel: str | None = None  # None: auto (models.scaling.auto_strategy)
     system: str | None = None
     tags: str | None = None
@@ -260,7 +263,7 @@ class JobRequest:
                 continue  # zero steps: a job with nothing left to run (ETA asks it)
             _check_limit(name, value, None)
         _check_implied_iterations(self, None)
-        for name, parse in (("precision", parse_precision), ("framework", parse_framework),
+        for name, parse in (("precision", parse_precision), ("framework", parse_framework_choice),
                             ("data_parallel", parse_data_parallel)):
             try:
                 parse(getattr(self, name))
@@ -299,7 +302,8 @@ class JobRequest:
 def requests_from_rows(rows: list[Mapping[str, Any]]) -> list[JobRequest | JobRequestError]:
     """Each row of a served table as a checked request, or its error with ``row`` (from 0)
     and ``field`` set; unknown columns are errors (``strict``), and ``network`` must be a
-    name: a served row never makes the server read a file or a JSON spec."""
+    name: a served row never makes the server read a file or a JSON spec, nor import and
+    run a ``module:callable`` model."""
     out: list[JobRequest | JobRequestError] = []
     for i, row in enumerate(rows):
         try:
@@ -309,8 +313,9 @@ def requests_from_rows(rows: list[Mapping[str, Any]]) -> list[JobRequest | JobRe
             req = JobRequest.from_mapping(row, strict=True)
             if _NOT_A_NAME.search(req.network) or req.network.lower().endswith(_FILE_SUFFIXES):
                 raise JobRequestError(
-                    f"network must be a network's name here, got {_short(req.network)} (files "
-                    "and JSON specs are read by `jobcast predict` only)", field="network")
+                    f"network must be a network's name here, got {_short(req.network)} (files, "
+                    "JSON specs and module:callable models are read by `jobcast predict` only)",
+                    field="network")
             req.validate()
             out.append(req)
         except JobRequestError as exc:

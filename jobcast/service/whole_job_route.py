@@ -19,6 +19,14 @@ Rules (:class:`WholeJobRoute.propose`):
   backtest``, at least two; :func:`recent_backtest`); the signed log errors go with the
   candidate, so the forecaster judges it by the job's own error and interval
   (``Forecaster.judge``) rather than a pooled cell. ``jobcast fit`` backtests every job so.
+* **Another length** (``--iterations`` / ``--epochs``): only where the job's finished runs
+  on the deployment answered record their length in that unit (``jobcast ingest
+  --iterations N``; :func:`to_length`): each run's wall time is put at their median length
+  (time in proportion), the model fitted on those, and the answer scaled to the asked
+  length, the interval widened by :data:`LENGTH_BAND` per e-fold; relation ``lengths``
+  ``varied`` where the asked length is :data:`models.relation.LENGTH_SPREAD` from theirs.
+  Runs that do not record it are an error saying how to record it, never the usual length
+  answered as if it were the asked one.
 * The job's whole-job runs are read once per forecaster and job
   (``Forecaster.job_runs``: one job's rows, never the whole store).
 """
@@ -35,13 +43,14 @@ from fleet.errors import JobcastError
 from ingest.whole_job import normal_key
 from jobcast.service.candidates import Ask, Candidate, own_scale
 from jobcast.service.forecast import Forecast, Route
-from models.relation import Relation, runs_bucket
+from models.relation import LENGTH_SPREAD, Relation, runs_bucket
 
 LOSS_PER_DOUBLING = 0.01  # step time lost per doubling of the GPUs (docs/scaling.md)
 MOVE_BAND = 0.05  # log half-width added to a job moved to another GPU count
 BAND_PER_DOUBLING = 0.05  # and per doubling moved
 OWN_ORIGINS = 30  # the newest runs the job's own backtest forecasts
 OWN_HISTORY = 60  # at most this many earlier runs behind each of those forecasts
+LENGTH_BAND = 0.1  # log half-width added per e-fold of length scaled (start-up not scaled)
 
 
 def _newest(runs: list[Any], key: str) -> float | None:
@@ -69,19 +78,29 @@ class WholeJobRoute:
         runs = self.job_runs(ask.system)
         if not runs:
             return []
-        from models.whole_job import WholeJobMiss, whole_job_candidate
-        moved = ""
+        from models.whole_job import (
+            WholeJobMiss,
+            WholeJobModel,
+            candidate_from,
+            whole_job_candidate,
+        )
+        moved, source = "", ask.deployment
+        fitted = WholeJobModel().fit(runs)
         try:
-            found = whole_job_candidate(list(runs), ask.system, ask.deployment)
+            found = candidate_from(fitted, ask.system, source)
         except WholeJobMiss:
-            source = _other_count(runs, ask.deployment)
-            if source is None:
+            other = _other_count(runs, ask.deployment)
+            if other is None:
                 return []
-            try:
-                found = whole_job_candidate(list(runs), ask.system, source)
-            except WholeJobMiss:
-                return []
+            source = other
+            found = candidate_from(fitted, ask.system, source)
+        runs, factor, length_note = to_length(runs, ask.system, source, ask.req)
+        if length_note:
+            found = whole_job_candidate(runs, ask.system, source)
+        if source != ask.deployment:
             found, moved = moved_to(found, source, ask.deployment)
+        if length_note:
+            found = scaled_to(found, factor, length_note)
         reason = f"whole-job: {found.reason}"
         f = Forecast(job=ask.req, seconds=found.seconds, low=found.low, high=found.high,
                      route=self.name, model=found.model, extrapolated=bool(moved),
@@ -90,11 +109,61 @@ class WholeJobRoute:
         relation = Relation(kind="whole-job", target="job", system="own",
                             batch="other" if moved else "same", variant="unstated",
                             stack="none", runs=runs_bucket(found.n_runs), gpu="exact",
-                            age=ask.age(_newest(runs, ask.system)), devices=ask.devices)
+                            age=ask.age(_newest(runs, ask.system)), devices=ask.devices,
+                            lengths="varied" if max(factor, 1 / factor) >= LENGTH_SPREAD
+                            else "same")
         errors = () if moved else own_errors(runs, found.key, found.deployment)
         return [Candidate(f, relation, own_scale(f.seconds, f.low, f.high), reason,
                           own_errors=errors,
                           own_cell=f"job {found.key}'s own runs on {found.deployment}")]
+
+
+def asked_length(req: Any) -> tuple[str, float] | None:
+    """The training length a request states: (``iterations``, n), else (``epochs``, n)."""
+    if req.iterations is not None:
+        return "iterations", float(req.iterations)
+    if req.epochs is not None:
+        return "epochs", float(req.epochs)
+    return None
+
+
+def to_length(runs: list[Any], key: str, deployment: str, req: Any
+              ) -> tuple[list[Any], float, str]:
+    """The job's runs with the finished ones on ``deployment`` put at their median recorded
+    length, the factor to the asked length, and the note that says so (module rules); the
+    runs as they are, 1.0 and "" when the request states no length. A
+    :class:`models.whole_job.WholeJobMiss` where the runs do not record it in that unit."""
+    from ingest.whole_job import deployment_identity
+    from models.whole_job import WholeJobMiss
+
+    asked = asked_length(req)
+    if asked is None:
+        return list(runs), 1.0, ""
+    unit, count = asked
+    want, where = normal_key(key), deployment_identity(deployment)
+    mine = [r for r in runs if r.finished and r.seconds > 0 and normal_key(r.key) == want
+            and deployment_identity(r.deployment) == where]
+    lengths = [r.length[1] for r in mine if r.length and r.length[0] == unit]
+    if not mine or len(lengths) < len(mine):
+        raise WholeJobMiss(
+            f"--{unit} {count:g}: {len(mine) - len(lengths)} of job {key}'s {len(mine)} "
+            f"finished runs on {deployment} do not record their {unit}, so no answer can be "
+            f"scaled to it: ingest its records with --{unit} N (the {unit} each run had), or "
+            f"ask without --{unit} for the length its runs had")
+    middle = sorted(lengths)[len(lengths) // 2]
+    chosen = {id(r) for r in mine}
+    put = [replace(r, seconds=r.seconds * middle / r.length[1])
+           if id(r) in chosen and r.length[1] != middle else r for r in runs]
+    note = (f"; its runs put at {middle:,} {unit} (wall time in proportion) and scaled to "
+            f"the {count:,g} asked (start-up scaled too)")
+    return put, count / middle, note
+
+
+def scaled_to(found: Any, factor: float, note: str) -> Any:
+    """``found`` scaled by ``factor`` (a length), its interval widened (module rules)."""
+    band = math.exp(LENGTH_BAND * abs(math.log(factor)))
+    return replace(found, seconds=found.seconds * factor, low=found.low * factor / band,
+                   high=found.high * factor * band, reason=found.reason + note)
 
 
 def _other_count(runs: list[Any], asked: str) -> str | None:

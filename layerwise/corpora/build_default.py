@@ -10,7 +10,8 @@
    specs cover (``docs/layerwise-ops.md``).
 2. The compositions of :func:`~layerwise.corpora.network_fit.fit_shipped_compositions`:
    TensorFlow on the Lambda tf_cnn_benchmarks networks (1 GPU, synthetic, training, fp32 and
-   fp16, four GPUs) and PyTorch (``composition-pytorch.json``) on ``torchvision_bench`` and the
+   fp16, four GPUs) and PROFET's (TensorFlow 2.5, fp32, V100/T4/M60/K80) and PyTorch
+   (``composition-pytorch.json``) on ``torchvision_bench`` and the
    measured H100 networks, each interval from residuals of GPUs left out inside the fit
    (``docs/layerwise-pytorch.md``).
    ``benchmarks/layerwise_networks.py`` reports the stricter

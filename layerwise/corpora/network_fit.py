@@ -83,12 +83,13 @@ def lambda_targets(root: Path, gpu_count: int = 1) -> pd.DataFrame:
 def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
                  framework: str = "tensorflow") -> pd.DataFrame:
     """Targets plus sum_ms, low_ms, high_ms, floor_ms, memory_ms, kind_ms (a dict: priced ms
-    per layer kind), kernels, precision_class,
+    per layer kind), kind_work (:func:`kind_work`), kernels, precision_class,
     roofline_ms, assumed (the precision as run) and year (the GPU's release year - 2019,
     :func:`layerwise.as_run.year_offset`) per row.
 
     ``predictors``: one predictor, or a mapping chip -> predictor with a ``"*"`` default.
-    Optional target columns: ``framework`` (else the argument), ``fw_version`` (what the
+    Optional target columns: ``framework`` (else the argument), ``image_size`` (the input
+    side, else the network's default), ``fw_version`` (what the
     framework makes of fp32, :func:`layerwise.as_run.resolve`), ``optimizer`` (else
     momentum; ``none`` = forward and backward without an update, priced as ``sgd``),
     ``half_rule`` (False: half requests priced as half on GPUs without fast FP16, the rule
@@ -101,16 +102,18 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
     """
     from layerwise.forecast import device_features
 
-    nets: dict[tuple[str, int, str], Any] = {}
+    nets: dict[tuple[str, int, str, int | None], Any] = {}
     records = []
     for t in targets.itertuples(index=False):
         fw = str(getattr(t, "framework", framework) or framework)
         opt = str(getattr(t, "optimizer", TF_CNN_OPTIMIZER) or TF_CNN_OPTIMIZER)
         opt = "sgd" if opt == "none" else opt
-        key = (str(t.network), int(t.batch_per_gpu), fw)
+        side = getattr(t, "image_size", None)
+        side = None if side is None or pd.isna(side) else int(side)
+        key = (str(t.network), int(t.batch_per_gpu), fw, side)
         if key not in nets:
             nets[key] = decompose(t.network, batch_size=int(t.batch_per_gpu), optimizer=opt,
-                                  framework=fw)
+                                  framework=fw, image_size=side)
         rows = nets[key].rows
         pred = (predictors.get(t.chip, predictors["*"]) if isinstance(predictors, Mapping)
                 else predictors)
@@ -126,6 +129,7 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
                         "memory_ms": layers.loc[memory, "ms"].sum(),
                         "high_ms": layers["high_ms"].sum(),
                         "kind_ms": kind_ms(layers[["layer", "ms"]].to_dict("records")),
+                        "kind_work": kind_work(rows, run),
                         "kernels": int(layers["kernels"].sum()) + cast_launches(
                             run, rows, True, bool(getattr(t, "casts_in_layers",
                                                           CASTS_IN_LAYER_PRICES))),
@@ -133,6 +137,48 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
                         "roofline_ms": roofline_ms(rows, hw, run), "assumed": run.assumed,
                         "peak_tflops": peak_tflops(hw, run.conv), "year": year_offset(hw)})
     return pd.concat([targets.reset_index(drop=True), pd.DataFrame(records)], axis=1)
+
+
+def kind_work(rows: list[dict], run: Any) -> dict[str, tuple[float, float]]:
+    """Per memory-bound kind of :data:`layerwise.membound.KINDS`: (bytes moved, kernels) of a
+    training step, each row at its kind's precision as run (:func:`layerwise.membound.row_work`)."""
+    from layerwise.membound import KINDS, row_work
+
+    out: dict[str, tuple[float, float]] = {}
+    for row in rows:
+        kind = str(row["layer"])
+        if kind in KINDS:
+            moved, kernels = row_work(row, run.for_kind(kind), True)
+            old = out.get(kind, (0.0, 0.0))
+            out[kind] = (old[0] + moved, old[1] + kernels)
+    return out
+
+
+def reprice_memory_bound(sums: pd.DataFrame, model: Any) -> pd.DataFrame:
+    """``sums`` with the memory-bound kinds of ``kind_work`` priced by ``model``
+    (:class:`layerwise.membound.MemoryBoundModel`) instead of the layer predictor: ``kind_ms``,
+    ``memory_ms`` and ``sum_ms`` replaced, ``low_ms`` and ``high_ms`` scaled with ``sum_ms``."""
+    from fleet.catalog import resolve_gpu
+    from layerwise.membound import spec_features
+
+    out = sums.copy()
+    feats = {g: spec_features(resolve_gpu(str(g))) for g in out["gpu"].unique()}
+    new_kind, delta = [], []
+    for r in out.itertuples(index=False):
+        priced = dict(r.kind_ms)
+        change = 0.0
+        for kind, (moved, kernels) in dict(r.kind_work).items():
+            ms = model.ms(kind, moved, kernels, feats[r.gpu])
+            change += ms - priced.get(kind, 0.0)
+            priced[kind] = ms
+        new_kind.append(priced)
+        delta.append(change)
+    moved = np.array(delta)
+    ratio = (out["sum_ms"].to_numpy(float) + moved) / out["sum_ms"].to_numpy(float)
+    out["kind_ms"], out["memory_ms"] = new_kind, out["memory_ms"] + moved
+    out["sum_ms"] = out["sum_ms"] + moved
+    out["low_ms"], out["high_ms"] = out["low_ms"] * ratio, out["high_ms"] * ratio
+    return out
 
 
 def roofline_ms(rows: list[dict], hw: dict, run: Any) -> float:
@@ -193,15 +239,17 @@ def inner_residuals(sums: pd.DataFrame, by: str, form: Mapping[str, Any] | None 
 
 
 def leave_one_out(sums: pd.DataFrame, by: str = "chip", form: Mapping[str, Any] | None = None,
-                  coverage: float = 0.9, inner: bool = True) -> pd.DataFrame:
+                  coverage: float = 0.9, inner: bool = True,
+                  groups: list[Any] | None = None) -> pd.DataFrame:
     """Per row: pred_ms, pred_low_ms, pred_high_ms from a composition fitted without the row's
     group (``by``: ``chip`` for unseen GPUs, ``network`` for unseen networks); ``form``: the
     :class:`Composition` parameters (``overlap_p``, ``subtract_floor``); with ``inner`` the
-    interval comes from residuals of groups left out inside the training part."""
+    interval comes from residuals of groups left out inside the training part; ``groups``:
+    predict only these groups (the other rows' predictions are NaN)."""
     sums = sums.reset_index(drop=True)
     out = sums.copy()
     pred = np.full((len(sums), 3), np.nan)
-    for group in sorted(sums[by].unique()):
+    for group in sorted(sums[by].unique()) if groups is None else groups:
         train = (sums[by] != group).to_numpy()
         part = sums.loc[train]
         resid = inner_residuals(part, by, form) if inner else None
@@ -255,22 +303,31 @@ def naive_nearest_gpu(sums: pd.DataFrame, by: str = "chip") -> np.ndarray:
 
 # chosen by benchmarks/layerwise_networks_v3.py after seeing its figures
 # (docs/layerwise-pytorch.md)
+# TensorFlow's form changed on 2026-12-03 (issue 36), after seeing the one-GPU-out and
+# one-generation-out figures of benchmarks/layerwise_transfer.py (docs/layerwise-transfer.md):
+# the launch cost by the GPU's release year and the stiffer ridge (alpha 1000), chosen among
+# four forms on those two splits, with PROFET's V100/T4/M60/K80 steps in the fit
 SHIPPED_FORMS: dict[str, dict[str, Any]] = {
-    "tensorflow": {"overlap_p": 0.0, "subtract_floor": True, "residual_alpha": 100.0,
-                   "residual_shrink": 1.0},
+    "tensorflow": {"overlap_p": 0.0, "subtract_floor": True, "year_kernel": True,
+                   "residual_alpha": 1000.0, "residual_shrink": 1.0},
     "pytorch": {"overlap_p": 4.0, "subtract_floor": True, "year_kernel": True,
                 "residual_alpha": 1000.0, "residual_shrink": 1.0},
 }
 
 
 def fit_shipped_compositions(predictor: Any, shared: Path) -> dict[str, Composition]:
-    """The shipped compositions: TensorFlow on the Lambda steps, PyTorch on every PyTorch
-    target (:func:`layerwise.corpora.torchvision_bench.pytorch_targets`, networks the zoo
-    decomposes), each in its :data:`SHIPPED_FORMS` form, its interval from residuals of GPUs
-    left out inside the fit."""
+    """The shipped compositions: TensorFlow on the Lambda and PROFET steps
+    (:func:`layerwise.corpora.profet.profet_targets`, the sides the zoo builds), PyTorch on
+    every PyTorch target (:func:`layerwise.corpora.torchvision_bench.pytorch_targets`,
+    networks the zoo decomposes), each in its :data:`SHIPPED_FORMS` form, its interval from
+    residuals of GPUs left out inside the fit."""
+    from layerwise.corpora.profet import decomposable_sizes, profet_targets
     from layerwise.corpora.torchvision_bench import pytorch_targets
 
-    lam = lambda_targets(Path(shared) / "lambda").assign(framework="tensorflow")
+    lam = pd.concat([lambda_targets(Path(shared) / "lambda").assign(
+        framework="tensorflow", optimizer=TF_CNN_OPTIMIZER),
+                     decomposable_sizes(profet_targets(Path(shared) / "profet"))[0]],
+                    ignore_index=True)
     torch_targets, _ = decomposable(pytorch_targets(Path(shared)))
     out = {}
     for fw, targets in (("tensorflow", lam), ("pytorch", torch_targets)):

@@ -17,7 +17,8 @@ def test_predict_states_the_mechanism_asked_and_auto(tmp_path):
     store = f"sqlite:///{tmp_path / 'empty.db'}"
     Store(store)
     common = ["predict", "--network", "resnet50", "--iterations", "10", "--batch-size", "512",
-              "--deployment", "8x A100-SXM4-80GB", "--precision", "fp16", "--store", store]
+              "--deployment", "8x A100-SXM4-80GB", "--precision", "fp16", "--store", store,
+              "--framework", "tensorflow"]
     auto = runner.invoke(app, common)
     assert auto.exit_code == 0, auto.output
     assert "data parallel: allreduce" in auto.output and "auto for tensorflow" in auto.output

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
+from cli_main import run_main
 from typer.testing import CliRunner
 
 import jobcast.service.catalog as service_catalog
-from jobcast.cli.app import app, main
+from jobcast.cli.app import app
 from jobcast.cli.output import set_json_mode
 from jobcast.service.errors import ServiceError
 
@@ -24,13 +24,6 @@ def _plain_mode():
     set_json_mode(False)  # main() runs in this process: leave no JSON mode behind
 
 
-def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """``jobcast ARGS`` through :func:`main` (the console script) in this process."""
-    monkeypatch.setattr(sys, "argv", ["jobcast", *args])
-    with pytest.raises(SystemExit) as stop:
-        main()
-    out = capsys.readouterr()
-    return stop.value.code, out.out, out.err
 
 
 def test_json_failure_prints_the_error_object_on_stdout(tmp_path):

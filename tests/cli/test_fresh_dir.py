@@ -107,12 +107,12 @@ def test_a_misspelled_store_is_an_error_not_a_new_file(fresh):
 def test_report_on_an_empty_store_fails_cleanly_and_leaves_no_folder(fresh):
     out = fresh / "work" / "report-out"
     result = runner.invoke(app, ["report", "--out", str(out)])  # the default store: absent
-    assert result.exit_code == 1 and "holds no runs" in result.output
+    assert result.exit_code == 2 and "holds no runs" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     url = f"sqlite:///{fresh / 'work' / 'empty.db'}"
     Store(url)  # exists, holds nothing
     result = runner.invoke(app, ["report", "--store", url, "--out", str(out)])
-    assert result.exit_code == 1 and "holds no runs" in result.output
+    assert result.exit_code == 2 and "holds no runs" in result.output
     assert not out.exists()
 
 

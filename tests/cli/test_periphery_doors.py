@@ -61,7 +61,7 @@ def test_an_empty_store_is_a_service_error_the_report_names(tmp_path):
     with pytest.raises(EmptyStoreError, match="holds no runs"):
         report_data(Store(url))
     result = runner.invoke(app, ["report", "--store", url, "--out", str(tmp_path / "r")])
-    assert result.exit_code == 1 and "nothing to report" in result.stderr
+    assert result.exit_code == 2 and "nothing to report" in result.stderr
     assert not (tmp_path / "r").exists()
 
 

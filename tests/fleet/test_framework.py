@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from fleet.framework import FRAMEWORKS, Framework, parse_framework
+from fleet.framework import FRAMEWORKS, Framework, parse_framework, parse_framework_choice
 from jobcast.service.request import JobRequest, JobRequestError
 from layerwise.compose import Composition, composition_for
 
@@ -14,8 +14,8 @@ from layerwise.compose import Composition, composition_for
 @pytest.mark.parametrize(("text", "expected"), [
     ("tensorflow", Framework.TENSORFLOW), ("TF", Framework.TENSORFLOW),
     (" keras ", Framework.TENSORFLOW), ("PyTorch", Framework.PYTORCH),
-    ("torch", Framework.PYTORCH), (None, Framework.TENSORFLOW), ("", Framework.TENSORFLOW),
-    (math.nan, Framework.TENSORFLOW),
+    ("torch", Framework.PYTORCH), (None, Framework.PYTORCH), ("", Framework.PYTORCH),
+    (math.nan, Framework.PYTORCH), ("auto", Framework.PYTORCH),
 ])
 def test_spellings(text, expected):
     assert parse_framework(text) is expected
@@ -28,9 +28,11 @@ def test_unknown_framework_lists_the_choices():
     assert FRAMEWORKS == ("tensorflow", "pytorch")
 
 
-def test_job_requests_default_to_tensorflow_and_refuse_unknown_frameworks():
+def test_job_requests_default_to_auto_and_refuse_unknown_frameworks():
     req = JobRequest.from_mapping({"network": "resnet50", "batch_size": 32, "device": "V100"})
-    assert req.framework == "tensorflow"
+    assert req.framework == "auto"
+    assert parse_framework_choice(req.framework) is None
+    assert parse_framework_choice(" Keras ") is Framework.TENSORFLOW
     req = JobRequest.from_mapping({"network": "resnet50", "batch_size": 32, "device": "V100",
                                    "framework": "mxnet"})
     with pytest.raises(JobRequestError, match="unknown framework 'mxnet'"):

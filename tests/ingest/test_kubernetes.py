@@ -172,3 +172,24 @@ def test_check_a_slurm_job_with_its_nodes_dcgm_series(cluster, tmp_path):
     assert result.exit_code == 1 and verdict["status"] == "slow", verdict["message"]
     assert verdict["observed"]["trace_summary"]["busy_mean"] < 0.5
     assert verdict["causes"][0]["cause"] == "input pipeline or host bound"
+
+
+def test_a_cronjob_asked_by_name_scales_with_its_recorded_length(cluster, tmp_path):
+    """Issue 35, must-show 3: the next run of a CronJob by its name; ``--iterations`` (its
+    Jobs ingested with the length they trained) and ``--gpus`` change the answer."""
+    srv, _, now, split = cluster
+    url = f"sqlite:///{tmp_path / 'len.db'}"
+    ingest(srv, url, now - 11 * 3600, split, "--iterations", "1000")
+
+    def predict(*flags: str) -> dict:
+        res = cli("predict", "--job", "resnet50-nightly", "--deployment", A100_KEY,
+                  "--store", url, "--json", *flags)
+        assert res.exit_code == 0, res.output
+        return json.loads(res.stdout)
+
+    usual, longer, fewer = predict(), predict("--iterations", "2000"), None
+    assert 1.9 < longer["seconds"] / usual["seconds"] < 2.1
+    res = cli("predict", "--job", "resnet50-nightly", "--store", url, "--json", "--gpus", "4")
+    assert res.exit_code == 0, res.output
+    fewer = json.loads(res.stdout)
+    assert fewer["seconds"] > usual["seconds"] and fewer["extrapolated"]

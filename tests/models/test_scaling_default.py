@@ -85,15 +85,15 @@ def test_the_layerwise_answer_states_the_mechanism_and_auto_picks_the_documented
         f = route.forecast(JobRequest(**{**base, **extra}))
         return f.seconds, f.details["scaling"]
 
-    auto_s, auto = scaling()
+    torch_s, torch = scaling()  # the default framework is pytorch (issue 36)
+    assert torch["strategy"] == "ddp" and "auto for pytorch" in torch["chosen"]
+    auto_s, auto = scaling(framework="tensorflow")
     assert auto["strategy"] == "allreduce" and "auto for tensorflow" in auto["chosen"]
     assert "MirroredStrategy" in auto["mechanism"]
-    torch_s, torch = scaling(framework="pytorch")
-    assert torch["strategy"] == "ddp"
-    tf1_s, tf1 = scaling(stack="tensorflow-1.15")
+    tf1_s, tf1 = scaling(stack="tensorflow-1.15", framework="tensorflow")
     assert tf1["strategy"] == "replicated" and "tensorflow-1.15" in tf1["chosen"]
-    ddp_s, ddp = scaling(data_parallel="ddp")
-    rep_s, rep = scaling(data_parallel="replicated")
+    ddp_s, ddp = scaling(data_parallel="ddp", framework="tensorflow")
+    rep_s, rep = scaling(data_parallel="replicated", framework="tensorflow")
     assert ddp["strategy"] == "ddp" and ddp["chosen"].startswith("asked")
     assert ddp_s <= auto_s < rep_s == pytest.approx(tf1_s)
     # one GPU: the mechanism changes nothing

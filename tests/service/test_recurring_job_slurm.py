@@ -71,9 +71,48 @@ def test_gpus_moves_the_job_to_another_count(store: str) -> None:
     assert half["extrapolated"] and "moved to 4 GPUs" in half["why"]
 
 
-def test_a_length_the_history_cannot_scale_is_said(store: str) -> None:
-    out = _predict(store, "--iterations", "1000")
-    assert any("does not state its runs' length" in a for a in out["assumptions"])
+def test_a_length_the_history_cannot_scale_is_refused_with_the_way_to_record_it(
+        store: str) -> None:
+    res = runner.invoke(app, ["predict", "--job", NAME, "--store", store, "--json",
+                              "--iterations", "1000"])
+    assert res.exit_code != 0
+    error = json.loads(res.stdout)["error"]
+    assert "do not record their iterations" in error["message"]
+    assert "--iterations N" in error["message"]
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The same job, its records ingested with the iterations each run trained (5,000)."""
+    root = tmp_path_factory.mktemp("slurm-length")
+    t0 = 1_760_000_000
+    runs = [dict(start=t0 + i * 86400, seconds=s, state="COMPLETED")
+            for i, s in enumerate(TYPICAL)]
+    path = Path(root / "sacct.json")
+    path.write_text(document(history(NAME, runs), "new"))
+    url = f"sqlite:///{root}/s.db"
+    res = runner.invoke(app, ["ingest", str(path), "--store", url, "--network", "resnet50",
+                              "--iterations", "5000"])
+    assert res.exit_code == 0, res.output
+    return url
+
+
+def test_iterations_scale_a_history_that_records_its_length(measured: str) -> None:
+    usual = _predict(measured)
+    same = _predict(measured, "--iterations", "5000")
+    double = _predict(measured, "--iterations", "10000")
+    assert same["seconds"] == pytest.approx(usual["seconds"], rel=1e-6)
+    assert 1.9 < double["seconds"] / usual["seconds"] < 2.1
+    assert double["low"] < double["seconds"] < double["high"]
+    assert (double["high"] / double["low"]) > (usual["high"] / usual["low"])
+    assert "10,000 asked" in double["why"]
+
+
+def test_epochs_are_not_iterations(measured: str) -> None:
+    res = runner.invoke(app, ["predict", "--job", NAME, "--store", measured, "--json",
+                              "--epochs", "2"])
+    assert res.exit_code != 0
+    assert "do not record their epochs" in json.loads(res.stdout)["error"]["message"]
 
 
 def test_runs_show_each_runs_wall_clock_and_state(store: str) -> None:
@@ -83,3 +122,13 @@ def test_runs_show_each_runs_wall_clock_and_state(store: str) -> None:
     walls = sorted((r["state"], r["wall_seconds"]) for r in runs)
     assert ("failed", 2000) in walls  # its real elapsed time, never 0 s
     assert sorted(w for s, w in walls if s == "completed") == sorted([*TYPICAL, SLOW])
+
+
+def test_ingest_takes_one_length_unit(tmp_path: Path) -> None:
+    path = tmp_path / "sacct.json"
+    path.write_text(document(history(NAME, [dict(start=1_760_000_000, seconds=100,
+                                                  state="COMPLETED")]), "new"))
+    res = runner.invoke(app, ["ingest", str(path), "--store", f"sqlite:///{tmp_path}/s.db",
+                              "--iterations", "10", "--epochs", "2", "--json"])
+    assert res.exit_code != 0
+    assert "not both" in res.stdout

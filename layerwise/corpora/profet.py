@@ -1,0 +1,78 @@
+"""Whole-network TensorFlow targets from PROFET (``../shared/data/profet``): four cloud GPUs.
+
+PROFET (ddps-lab/profet, MIT) measured 15 Keras CNNs trained with SGD on synthetic data in
+TensorFlow 2.5, fp32, at five input sides and five batch sizes, on one GPU of a p3.2xlarge
+(Tesla V100-SXM2-16GB), g4dn.xlarge (Tesla T4), g3s.xlarge (Tesla M60) and p2.xlarge (Tesla
+K80). Rules of :func:`profet_targets`:
+
+* One target per (GPU, network, input side, batch): the median ``batch_latency`` over the
+  repeats (``exp_name``), in ms; rows with a non-finite or non-positive latency are dropped.
+* Networks: those the zoo builds at that side (:data:`ZOO_NAMES`: PROFET's Keras definitions
+  are the canonical architectures; ResNet18/34 are the zoo's torchvision specs, built at 224
+  only; VGG13, LeNet5, MNIST_CNN, CIFAR10_CNN and ResNetSmall have no zoo network and are
+  left out). A (network, side) the zoo cannot build (InceptionV3 below 75 px) is left out
+  and named by :func:`decomposable_sizes`.
+* The columns are :data:`layerwise.corpora.torchvision_bench.TARGET_COLUMNS` plus
+  ``image_size``; ``suite`` is ``profet``, ``framework`` ``tensorflow``, ``fw_version``
+  ``2.5``, ``optimizer`` ``sgd``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from layerwise.corpora.torchvision_bench import TARGET_COLUMNS, _finish, _gpu
+
+TARGET_FILE = "profet_target_latency_4gpus.csv.gz"
+INSTANCES = {"p3.2xlarge": "Tesla V100-SXM2-16GB", "g4dn.xlarge": "Tesla T4",
+             "g3s.xlarge": "Tesla M60", "p2.xlarge": "Tesla K80"}
+ZOO_NAMES = {"AlexNet": "alexnet", "VGG11": "vgg11", "VGG16": "vgg16", "VGG19": "vgg19",
+             "ResNet18": "resnet18", "ResNet34": "resnet34", "ResNet50": "resnet50",
+             "InceptionV3": "inceptionv3", "InceptionResNetV2": "inceptionresnetv2",
+             "MobileNetV2": "mobilenetv2"}
+AT_224_ONLY = ("resnet18", "resnet34")
+
+
+def profet_targets(root: Path) -> pd.DataFrame:
+    """PROFET's whole training steps as targets (module rules), before the zoo check."""
+    table = pd.read_csv(Path(root) / TARGET_FILE)
+    table = table[table["model"].isin(list(ZOO_NAMES)) & table["instance_name"].isin(
+        list(INSTANCES))]
+    table = table[np.isfinite(table["batch_latency"]) & (table["batch_latency"] > 0)]
+    table = table.assign(image_size=table["dataset"].str.extract(r"^(\d+)")[0].astype(int))
+    med = (table.groupby(["instance_name", "model", "image_size", "batchsize"], as_index=False)
+           ["batch_latency"].median())
+    out = pd.DataFrame({
+        "suite": "profet", "gpu": med["instance_name"].map(INSTANCES).map(_gpu),
+        "network": med["model"].map(ZOO_NAMES), "precision": "fp32",
+        "batch_per_gpu": med["batchsize"], "step_ms": 1000.0 * med["batch_latency"],
+        "framework": "tensorflow", "fw_version": "2.5", "optimizer": "sgd"})
+    sizes = med["image_size"].astype(int).to_numpy()
+    out = out[~(out["network"].isin(AT_224_ONLY).to_numpy() & (sizes != 224))]
+    keep = out.index
+    out = _finish(out.reset_index(drop=True))
+    out["image_size"] = sizes[keep]
+    return out
+
+
+def decomposable_sizes(targets: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Targets whose (network, image_size) the zoo builds, and ``network@side`` left out."""
+    from layerwise.network import NetworkSpecError, decompose
+
+    bad = set()
+    for name, side in targets[["network", "image_size"]].drop_duplicates().itertuples(
+            index=False):
+        try:
+            decompose(name, batch_size=1, image_size=int(side), framework="tensorflow")
+        except NetworkSpecError:
+            bad.add((name, int(side)))
+    keep = [(n, int(s)) not in bad for n, s in zip(targets["network"], targets["image_size"],
+                                                     strict=True)]
+    return (targets[keep].reset_index(drop=True),
+            sorted(f"{n}@{s}" for n, s in bad))
+
+
+__all__ = ["TARGET_COLUMNS", "decomposable_sizes", "profet_targets"]
