@@ -37,11 +37,9 @@ import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import ClassVar
+from typing import ClassVar, Self
 
 import numpy as np
-from scipy import stats
-from sklearn.base import BaseEstimator
 
 from ingest.whole_job import WholeJobRun, deployment_identity, normal_key, whole_job_runs
 from models.errors import ModelError
@@ -88,8 +86,11 @@ def _rows(runs) -> list[tuple[str, str, float, float | None, str]]:
     return out
 
 
-class WholeJobModel(BaseEstimator):
-    """Per (job key, deployment) wall-time model with a trend and an interval (module doc)."""
+class WholeJobFit:
+    """Per (job key, deployment) wall-time model with a trend and an interval (module doc).
+    The forecaster fits it per request, so it needs neither scikit-learn nor SciPy's
+    ``stats`` (seconds of imports); ``models.whole_job_estimator.WholeJobModel`` is the same
+    model as a scikit-learn estimator."""
 
     def __init__(self, coverage: float = 0.9, trend: str = "auto", min_trend_runs: int = 5,
                  min_spread: float = 0.01, robust_floor: float = 0.5,
@@ -104,7 +105,7 @@ class WholeJobModel(BaseEstimator):
         self.min_smoothing_runs = min_smoothing_runs
         self.max_runs = max_runs
 
-    def fit(self, runs, y=None) -> WholeJobModel:
+    def fit(self, runs, y=None) -> Self:
         """Fit on ``runs`` (:class:`~ingest.whole_job.WholeJobRun` objects, or dicts or a
         frame with ``key``, ``deployment``, ``seconds``, ``start`` and ``state``); ``y`` is
         unused."""
@@ -139,10 +140,10 @@ class WholeJobModel(BaseEstimator):
         index = np.arange(n, dtype=float)
         slope = slope_half = 0.0
         if self.trend != "off" and n >= max(3, self.min_trend_runs):
-            fit = stats.theilslopes(ys, index, alpha=self.coverage)
-            if self.trend == "on" or fit.low_slope > 0 or fit.high_slope < 0:
-                slope = float(fit.slope)
-                slope_half = float(fit.high_slope - fit.low_slope) / 2
+            mid, low, high = theil_sen(ys, self.coverage)
+            if self.trend == "on" or low > 0 or high < 0:
+                slope = mid
+                slope_half = (high - low) / 2
         resid = ys - slope * (index - (n - 1))  # trend removed, as of the last run
         alpha = None
         if n >= max(3, self.min_smoothing_runs):
@@ -170,13 +171,15 @@ class WholeJobModel(BaseEstimator):
         if g is None:
             return math.nan, math.nan, math.nan
         centre = g.level + g.slope * ahead
+        from scipy.special import ndtri, stdtrit  # what stats.t / stats.norm.ppf call
+
         if g.n > 1:
-            q = float(stats.t.ppf(0.5 + self.coverage / 2, g.dof))
+            q = float(stdtrit(g.dof, 0.5 + self.coverage / 2))
             # one-step errors hold the level's own uncertainty; residuals around a median
             # do not
             half = q * g.spread * (1.0 if g.alpha is not None else math.sqrt(1 + 1 / g.n))
         else:
-            half = float(stats.norm.ppf(0.5 + self.coverage / 2)) * g.spread
+            half = float(ndtri(0.5 + self.coverage / 2)) * g.spread
         half = math.hypot(half, g.slope_half * ahead)
         return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
@@ -189,6 +192,28 @@ class WholeJobModel(BaseEstimator):
         """(low, high) of the ``coverage`` interval for each row of ``X``."""
         out = [self._predict_one(*_request(r)) for r in _requests(X)]
         return np.array([o[1] for o in out]), np.array([o[2] for o in out])
+
+
+def theil_sen(ys: np.ndarray, coverage: float) -> tuple[float, float, float]:
+    """Theil-Sen's slope of ``ys`` over their index, and its ``coverage`` confidence interval
+    (Sen 1968, eq. 2.6, ties in ``ys`` counted): the slope, low, high, as
+    ``scipy.stats.theilslopes(ys, alpha=coverage)`` gives them."""
+    from scipy.special import ndtri
+
+    n = len(ys)
+    x = np.arange(n, dtype=float)
+    dx, dy = x[:, np.newaxis] - x, ys[:, np.newaxis] - ys
+    slopes = np.sort(dy[dx > 0] / dx[dx > 0])
+    alpha = 1.0 - coverage if coverage > 0.5 else coverage
+    z = ndtri(alpha / 2.0)
+    _, counts = np.unique(ys, return_counts=True)
+    ties = [int(k) for k in counts if k > 1]
+    sigma = np.sqrt(1 / 18. * (n * (n - 1) * (2 * n + 5)
+                               - sum(k * (k - 1) * (2 * k + 5) for k in ties)))
+    nt = len(slopes)
+    upper = min(int(np.round((nt - z * sigma) / 2.)), nt - 1)
+    lower = max(int(np.round((nt + z * sigma) / 2.)) - 1, 0)
+    return float(np.median(slopes)), float(slopes[lower]), float(slopes[upper])
 
 
 SMOOTHING = (0.1, 0.2, 0.35, 0.5, 0.7, 0.85, 1.0)
@@ -272,7 +297,7 @@ class WholeJobCandidate:
         return asdict(self)
 
 
-def candidate_from(model: WholeJobModel, key: str, deployment: str,
+def candidate_from(model: WholeJobFit, key: str, deployment: str,
                    ahead: int = 1) -> WholeJobCandidate:
     """The fitted ``model``'s candidate for (key, deployment); WholeJobMiss without history."""
     k, dep = _key(key, deployment)
@@ -300,7 +325,9 @@ def combine(whole: WholeJobCandidate, per_step: tuple[float, float, float],
             per_step_reason: str = "per-step model") -> WholeJobCandidate:
     """Blend a whole-job candidate with a per-step forecast ``(seconds, low, high)`` of the
     same job (same coverage): inverse-variance in log space, plus the gap between them."""
-    z = float(stats.norm.ppf(0.5 + whole.coverage / 2))
+    from scipy.special import ndtri
+
+    z = float(ndtri(0.5 + whole.coverage / 2))
     parts = []
     for seconds, low, high in ((whole.seconds, whole.low, whole.high), per_step):
         if not (seconds > 0 and low > 0 and high >= low):
@@ -323,20 +350,20 @@ def combine(whole: WholeJobCandidate, per_step: tuple[float, float, float],
 def whole_job_candidate(store_or_runs, job_key: str, deployment: str, *,
                         ahead: int = 1,
                         per_step: tuple[float, float, float] | None = None,
-                        model: WholeJobModel | None = None) -> WholeJobCandidate:
+                        model: WholeJobFit | None = None) -> WholeJobCandidate:
     """The candidate answer of a recurring job (``job_key`` on ``deployment``) from a store
     (or a list of :class:`~ingest.whole_job.WholeJobRun`); with ``per_step``, blended
     (:func:`combine`). Raises :class:`WholeJobMiss` saying why there is none."""
     runs: Sequence[WholeJobRun] = (store_or_runs if isinstance(store_or_runs, list | tuple)
                                    else whole_job_runs(store_or_runs, job_key))
-    fitted = (model or WholeJobModel()).fit(
+    fitted = (model or WholeJobFit()).fit(
         [r for r in runs if normal_key(r.key) == normal_key(job_key)])
     found = candidate_from(fitted, job_key, deployment, ahead)
     return combine(found, per_step) if per_step is not None else found
 
 
 def backtest(runs: Iterable[WholeJobRun], min_history: int = 2,
-             model: WholeJobModel | None = None) -> list[dict]:
+             model: WholeJobFit | None = None) -> list[dict]:
     """Rolling origin: each finished run forecast from the finished runs of its (key,
     deployment) before it (the newest ``max_runs`` of them: all the model fits); rows with
     the actual, the forecast, its interval and two naive rules (the mean and the last of
@@ -346,7 +373,7 @@ def backtest(runs: Iterable[WholeJobRun], min_history: int = 2,
         if r.finished and r.seconds > 0:
             groups.setdefault(_key(r.key, r.deployment), []).append(r)
     out = []
-    estimator = model or WholeJobModel()
+    estimator = model or WholeJobFit()
     for (key, dep), members in groups.items():
         members.sort(key=lambda r: (r.when is None, r.when or 0.0))
         for i in range(min_history, len(members)):

@@ -194,8 +194,9 @@ def fetch_kubernetes_jobs(client: PrometheusClient, since: float, until: float, 
     fetched = _fetch(client, lambda: fetch_k8s_jobs(
         client, since, until, namespace=namespace, job_key_rule=job_key, traces=traces,
         max_series=max_series, max_points=max_points, progress=progress))
-    for _, run in fetched.runs if length else ():
-        apply_length(run, length)
+    if length is not None:
+        for _, run in fetched.runs:
+            apply_length(run, length)
     return fetched
 
 

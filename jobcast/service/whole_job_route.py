@@ -79,13 +79,13 @@ class WholeJobRoute:
         if not runs:
             return []
         from models.whole_job import (
+            WholeJobFit,
             WholeJobMiss,
-            WholeJobModel,
             candidate_from,
             whole_job_candidate,
         )
         moved, source = "", ask.deployment
-        fitted = WholeJobModel().fit(runs)
+        fitted = WholeJobFit().fit(runs)
         try:
             found = candidate_from(fitted, ask.system, source)
         except WholeJobMiss:

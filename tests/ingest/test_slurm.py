@@ -18,7 +18,7 @@ from ingest.parsers import detect, registered, slurm
 from ingest.store import Store
 from ingest.whole_job import job_key, whole_job_runs
 from jobcast.cli.app import app
-from models.whole_job import WholeJobModel
+from models.whole_job_estimator import WholeJobModel
 
 runner = CliRunner()
 T0 = 1_714_000_000

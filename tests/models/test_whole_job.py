@@ -14,11 +14,11 @@ from sklearn.base import BaseEstimator, clone
 from ingest.whole_job import WholeJobRun
 from models.whole_job import (
     WholeJobMiss,
-    WholeJobModel,
     backtest,
     combine,
     whole_job_candidate,
 )
+from models.whole_job_estimator import WholeJobModel
 
 DEP = "nvidia-a100-sxm4-80gb-x8"
 DAY = 86400.0
@@ -119,3 +119,18 @@ def test_combine_with_a_per_step_forecast():
     assert near_whole.seconds / whole.seconds < 1.02
     with pytest.raises(ValueError, match="not a forecast"):
         combine(whole, (0.0, 0.0, 1.0))
+
+
+def test_theil_sen_is_scipys_to_the_bit():
+    """The forecast path's Theil-Sen (no ``scipy.stats`` import) is ``theilslopes``'s slope
+    and interval, ties in the log seconds included."""
+    import numpy as np
+    from scipy import stats
+
+    from models.whole_job import theil_sen
+
+    rng = np.random.default_rng(35)
+    for n, digits, coverage in ((3, 1, 0.9), (8, 2, 0.8), (25, 1, 0.95), (60, 3, 0.9)):
+        ys = np.round(rng.normal(0, 0.1, n) + 0.01 * np.arange(n), digits)
+        ref = stats.theilslopes(ys, np.arange(n, dtype=float), alpha=coverage)
+        assert theil_sen(ys, coverage) == (ref.slope, ref.low_slope, ref.high_slope)

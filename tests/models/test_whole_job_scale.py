@@ -11,7 +11,8 @@ import tracemalloc
 import pytest
 
 from ingest.whole_job import WholeJobRun
-from models.whole_job import MAX_RUNS, WholeJobModel, backtest, candidate_from
+from models.whole_job import MAX_RUNS, backtest, candidate_from
+from models.whole_job_estimator import WholeJobModel
 
 DEP = "nvidia-a100-sxm4-80gb-x8"
 PEAK_BYTES = 64 * 2**20  # far below n**2 * 8 bytes (20 GB at 50,000 runs)

@@ -132,3 +132,23 @@ def test_ingest_takes_one_length_unit(tmp_path: Path) -> None:
                               "--iterations", "10", "--epochs", "2", "--json"])
     assert res.exit_code != 0
     assert "not both" in res.stdout
+
+
+def test_the_next_run_by_name_loads_no_scikit_learn(store: str) -> None:
+    """The whole-job model is fitted per request: its forecast path (``WholeJobFit``, the
+    job's rows from the whole-job index) runs without scikit-learn or SciPy's ``stats``."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from ingest.store import Store\n"
+            "from jobcast.service.forecaster import Forecaster\n"
+            "from jobcast.service.request import JobRequest\n"
+            f"out = Forecaster(Store({store!r})).forecast(JobRequest(network='', "
+            f"system={NAME!r}))\n"
+            "assert out.ok and out.details['candidate'] == 'whole-job', out\n"
+            "print(sorted(m for m in ('sklearn', 'scipy.stats') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
