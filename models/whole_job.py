@@ -34,6 +34,7 @@ Rules
 from __future__ import annotations
 
 import bisect
+import importlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -41,6 +42,7 @@ from typing import ClassVar, Self
 
 import numpy as np
 
+from fleet.deprecation import renamed_attributes
 from ingest.whole_job import WholeJobRun, deployment_identity, normal_key, whole_job_runs
 from models.errors import ModelError
 
@@ -215,6 +217,16 @@ def theil_sen(ys: np.ndarray, coverage: float) -> tuple[float, float, float]:
     lower = max(int(np.round((nt + z * sigma) / 2.)) - 1, 0)
     return float(np.median(slopes)), float(slopes[lower]), float(slopes[upper])
 
+
+def _estimator() -> type:
+    """``models.whole_job_estimator.WholeJobModel``, imported when the old name is read."""
+    return importlib.import_module("models.whole_job_estimator").WholeJobModel
+
+
+# ``WholeJobModel`` here: the estimator before it moved apart (so the forecast path never
+# imports scikit-learn), deprecated for one release
+__getattr__ = renamed_attributes(__name__, {
+    "WholeJobModel": ("models.whole_job_estimator.WholeJobModel", _estimator)})
 
 SMOOTHING = (0.1, 0.2, 0.35, 0.5, 0.7, 0.85, 1.0)
 JUMP = 4.0  # a one-step error this many robust spreads out starts a new level
