@@ -275,9 +275,14 @@ def test_authorised_answers_are_the_models(secure):
     status, payload, _ = _call(secure, "POST", "/invocations", token=secure["good"],
                                body=_records(ROWS))
     assert status == 200
-    mlflow.set_registry_uri(secure["uri"])
-    model = mlflow.pyfunc.load_model(secure["registration"].model_uri,
-                                     suppress_warnings=True).unwrap_python_model()
+    mlflow.set_tracking_uri(secure["uri"])  # a model version's source is a tracked run:
+    mlflow.set_registry_uri(secure["uri"])  # MLflow's default would be ./mlflow.db
+    try:
+        model = mlflow.pyfunc.load_model(secure["registration"].model_uri,
+                                         suppress_warnings=True).unwrap_python_model()
+    finally:
+        mlflow.set_tracking_uri(None)  # type: ignore[arg-type]
+        mlflow.set_registry_uri(None)  # type: ignore[arg-type]
     local = json.loads(json.dumps(model.forecast_rows(requests_from_rows(ROWS)),
                                   default=_plain))
     assert payload["predictions"] == local
