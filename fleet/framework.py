@@ -48,30 +48,23 @@ _SPELLINGS = {
 
 
 def parse_framework(value: object) -> Framework:
-    """A :class:`Framework` from a spelling (see the module rules)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return DEFAULT_FRAMEWORK
-    text = str(value).strip().lower()
-    if not text or text == AUTO:
-        return DEFAULT_FRAMEWORK
-    try:
-        return _SPELLINGS[text]
-    except KeyError:
-        raise FrameworkError(f"unknown framework {value!r}; choose from "
-                         f"{', '.join(FRAMEWORKS)}") from None
+    """A :class:`Framework` from a spelling (see the module rules); ``auto`` or a missing
+    value is :data:`DEFAULT_FRAMEWORK`."""
+    return parse_framework_choice(value) or DEFAULT_FRAMEWORK
 
 
 def parse_framework_choice(value: object) -> Framework | None:
     """A request's framework: None for ``auto`` or a missing value (left to jobcast), else
-    :func:`parse_framework`'s :class:`Framework`; the error lists ``auto`` too."""
+    the :class:`Framework` a spelling names; an unknown one is a :class:`FrameworkError`
+    that lists the choices."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     text = str(value).strip().lower()
     if not text or text == AUTO:
         return None
     try:
-        return parse_framework(value)
-    except FrameworkError:
+        return _SPELLINGS[text]
+    except KeyError:
         raise FrameworkError(f"unknown framework {value!r}; choose from {AUTO}, "
                              f"{', '.join(FRAMEWORKS)}") from None
 

@@ -127,7 +127,8 @@ def test_anything_else_is_reported_as_a_bug():
     (lambda: __import__("fleet.precision").precision.parse_precision(16.5),
      "PrecisionError", "precision", "unknown precision 16.5"),
     (lambda: __import__("fleet.framework").framework.parse_framework("jax"),
-     "FrameworkError", "framework", "unknown framework 'jax'; choose from tensorflow, pytorch"),
+     "FrameworkError", "framework",
+     "unknown framework 'jax'; choose from auto, tensorflow, pytorch"),
     (lambda: __import__("fleet.data_parallel").data_parallel.parse_data_parallel("zero"),
      "DataParallelError", "data_parallel", "unknown data-parallel mechanism 'zero'"),
 ])

@@ -22,7 +22,7 @@ def test_spellings(text, expected):
 
 
 def test_unknown_framework_lists_the_choices():
-    with pytest.raises(ValueError, match="unknown framework 'jax'; choose from tensorflow, "
+    with pytest.raises(ValueError, match="unknown framework 'jax'; choose from auto, tensorflow, "
                                          "pytorch"):
         parse_framework("jax")
     assert FRAMEWORKS == ("tensorflow", "pytorch")
