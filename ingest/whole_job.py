@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeGuard
 
 from fleet.catalog import UnknownGpuError, resolve_gpu
@@ -54,8 +54,7 @@ from ingest.events import ParsedRun, ParseError
 from ingest.home import data_home
 from ingest.job_index import (
     LENGTH_UNITS,
-    job_ident,
-    job_key_of,
+    index_row,
     normal_key,
     read_rows,
     run_length,
@@ -258,11 +257,9 @@ def whole_job_problem(run: ParsedRun) -> str | None:
         if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high):
             return f"{name} = {value!r} (want a whole number 0 .. {high:,})"
     length = record.get("length")
-    if length is not None and (not isinstance(length, dict)
-                               or length.get("unit") not in LENGTH_UNITS
-                               or not isinstance(length.get("count"), int)
-                               or not 0 < length["count"] <= MAX_LENGTH):
-        return f"training length {length!r} (want iterations or epochs, 1 .. {MAX_LENGTH:,})"
+    if length is not None and (run_length(record) is None or length["count"] > MAX_LENGTH):
+        return (f"training length {length!r} (want {' or '.join(LENGTH_UNITS)}, "
+                f"1 .. {MAX_LENGTH:,})")
     if not _name_ok(record.get("key")):
         return f"job key {str(record.get('key'))[:40]!r} is empty, too long or not text"
     if not _name_ok(run.network):
@@ -349,21 +346,13 @@ def whole_job_runs(store: Store, key: str | None = None, *,
     out = []
     wanted = normal_key(key) if key else None
     for run in _stored_runs(store, wanted):
-        record = run.meta.get("whole_job") if isinstance(run.meta, dict) else None
-        if not isinstance(record, dict):
+        row = index_row(run.meta, run.network, run.source)  # the index's fields, one reading
+        if row is None or (wanted and row["job_key"] != wanted):
             continue
-        run_key = job_key_of(run.meta, run.network)
-        if wanted and run_key != wanted:
-            continue
-        out.append(WholeJobRun(
-            run_id=run.id, source=run.source, key=run_key, deployment=run.deployment,
-            state=str(record.get("state")), seconds=float(record.get("seconds") or 0.0),
-            start=record.get("start"), end=record.get("end"),
-            gpus=int(record.get("gpus") or 0),
-            accelerator=_accelerator_of(run.deployment), name=str(record.get("name") or ""),
-            job_id=str(record.get("job_id") or ""), trace=run.meta.get("trace"),
-            network=run.network or "", batch_size=int(run.batch_size or 0),
-            length=run_length(record), ident=job_ident(record, run.source)))
+        out.append(replace(_from_index({**row, "run_id": run.id, "source": run.source,
+                                        "deployment": run.deployment, "network": run.network,
+                                        "batch_size": run.batch_size}),
+                           trace=run.meta.get("trace")))
     return _latest_records(out)
 
 

@@ -347,8 +347,7 @@ def network_layers(name: str, framework: str | None = None) -> NetworkLayers:
         trainable = int(spec.totals.get("trainable_params") or params)
         return NetworkLayers(spec.name, source, tuple(spec.layers), tuple(spec.input_shape),
                              params, trainable)
-    if network_source.is_reference(name) or name.lstrip().startswith("{") \
-            or name.lower().endswith(".json"):
+    if network_source.is_reference(name) or network_source.is_json_spec(name):
         return _source_layers(name, framework)
     close = sorted({*zoo.suggestions(name), *torch_zoo.suggestions(name)})
     hint = f"; did you mean {', '.join(close)}?" if close else ""

@@ -362,13 +362,6 @@ def spec_to_keras(spec: str | Path | dict, image_size: int | None = None) -> Any
 # --------------------------------------------------------------------------- entry point
 
 
-def _is_spec(source: Any) -> bool:
-    if isinstance(source, dict):
-        return True
-    text = str(source)
-    return text.lstrip().startswith("{") or text.lower().endswith(".json")
-
-
 @dataclass
 class _Found:
     """A resolved network source: its name, layer occurrences, image shape and notes."""
@@ -422,7 +415,7 @@ def _resolve(source: Any, image_size: int | None, framework: str | None) -> _Fou
     """The layer occurrences of any source (rules in ``decompose``)."""
     from layerwise import torch_graph
 
-    if _is_spec(source):
+    if network_source.is_json_spec(source):
         spec = load_spec(source)
         return _Found(str(spec.get("name", "network")), _spec_layers(spec, image_size))
     if torch_graph.is_torch_module(source):

@@ -74,6 +74,15 @@ def parse(text: Any) -> TorchRef | None:
     return TorchRef(module, ref.attr, ref.args, ref.kwargs, path=str(resolved))
 
 
+def is_json_spec(source: Any) -> bool:
+    """``source`` is a JSON layer spec: a mapping, JSON text (``{...}``) or a ``.json``
+    file's path (no file is read)."""
+    if isinstance(source, dict):
+        return True
+    text = str(source)
+    return text.lstrip().startswith("{") or text.lower().endswith(".json")
+
+
 def is_reference(text: Any) -> bool:
     """``text`` looks like a ``file.py:callable`` or ``module:callable`` reference (no file
     is read; bad arguments still make it one)."""
@@ -219,7 +228,7 @@ def source_framework(source: Any) -> tuple[str, str] | None:
     text = source.strip()
     if text.lower().endswith((".keras", ".h5")):
         return TENSORFLOW, f"a saved Keras model ({text})"
-    if text.startswith("{") or text.lower().endswith(".json"):
+    if is_json_spec(text):
         return _json_framework(text)
     if is_reference(text):
         return PYTORCH, f"{text} is a PyTorch module:callable reference"
@@ -264,4 +273,4 @@ def _spec_framework(spec: dict, where: str) -> tuple[str, str] | None:
 
 
 __all__ = ["CACHE_KIND", "FILE_REFERENCE", "TRACER_MODULES", "cache_key", "cache_path",
-           "is_reference", "parse", "source_framework", "traced_layers"]
+           "is_json_spec", "is_reference", "parse", "source_framework", "traced_layers"]

@@ -135,10 +135,12 @@ def ingest_prometheus(
     client = open_prometheus(url, timeout=timeout, retries=retries, bearer_token=bearer_token,
                              basic_auth=basic_auth, ca_file=ca_file, insecure=insecure)
     opener = open_store_later(store)
-    if iterations is not None and epochs is not None:
-        fail("give --iterations or --epochs, not both")
-    length = (("iterations", iterations) if iterations is not None
-              else ("epochs", epochs) if epochs is not None else None)
+    from jobcast.service.ingesting import IngestOptionError, length_option
+
+    try:
+        length = length_option(iterations, epochs)
+    except IngestOptionError as exc:
+        fail(exc)
     if length and source != "kubernetes":
         fail("--iterations/--epochs are for --source kubernetes (the jobcast exporter's "
              "series count their own steps)")

@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from fleet.deprecation import renamed_attributes
 from fleet.errors import ErrorInfo, JobcastError
+from fleet.framework import parse_framework_choice
 from jobcast.service.candidates import Ask, Candidate, Proposer, fallback_error
 from jobcast.service.e2e_route import EndToEndRoute
 from jobcast.service.feasibility import band_warning, may_not_fit, request_verdict
@@ -395,8 +396,8 @@ class Forecaster:
                         else f"{memory.summary()}; answered anyway, marked fits: false")
                 found = found.with_details(warnings=[*found.details.get("warnings", []),
                                                      note])
-            if prices_network(found.details, str(found.route)) or asked.framework not in (
-                    None, "", "auto"):  # a framework matters to an answer that prices it
+            if prices_network(found.details, str(found.route)) or parse_framework_choice(
+                    asked.framework) is not None:  # it matters to an answer that prices it
                 assumed = [*assumed, framework]
             notes = assumed + unused_flags(found, asked)
             return found.with_details(summary=summary(found, memory), assumptions=notes,
@@ -434,9 +435,11 @@ class Forecaster:
         first (none without history): what ``framework_choice`` reads a framework from."""
         if not self.has_history or not len(self.history):
             return []
+        from ingest.whole_job import normal_key
+
         runs = self.history
-        if req.system:
-            mine = runs[runs["system"].astype(str).str.casefold() == req.system.casefold()]
+        if req.system:  # the job as job_history matches it
+            mine = runs[runs["system"].map(normal_key) == normal_key(req.system)]
         else:
             mine = runs[runs["network"].astype(str) == str(req.network)]
         mine = mine.sort_values("start_time", ascending=False, na_position="last")

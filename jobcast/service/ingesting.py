@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ingest.store import Store
 
 __all__ = ["IngestOptionError", "IngestOptions", "IngestResult", "ingest", "ingest_options",
-           "ingest_trackers", "split_sources"]
+           "ingest_trackers", "length_option", "split_sources"]
 
 Progress = Callable[[int, int, str], None]
 
@@ -91,11 +91,12 @@ def ingest_options(network: str | None = None, deployment: str | None = None,
     return IngestOptions(network=network, deployment=deployment, batch_size=batch_size,
                          override=override, tags=tuple(parsed.items()),
                          system=" ".join(system.split()) if system else None,
-                         job_key=job_key or None, length=_length(iterations, epochs))
+                         job_key=job_key or None, length=length_option(iterations, epochs))
 
 
-def _length(iterations: int | None, epochs: int | None) -> tuple[str, int] | None:
-    """``--iterations`` / ``--epochs`` of an ingest as (unit, count), checked."""
+def length_option(iterations: int | None, epochs: int | None) -> tuple[str, int] | None:
+    """``--iterations`` / ``--epochs`` of an ingest (``jobcast ingest``, ``ingest-prometheus
+    --source kubernetes``) as (unit, count), checked; None when neither is given."""
     from ingest.whole_job import MAX_LENGTH
 
     if iterations is not None and epochs is not None:

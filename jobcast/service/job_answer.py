@@ -40,6 +40,7 @@ from typing import Any
 
 from fleet.deployment import Deployment
 from fleet.errors import JobcastError
+from fleet.framework import parse_framework_choice
 from jobcast.service.candidates import job_plan, phase_steps
 from jobcast.service.forecast import Forecast, ForecastFailure
 from jobcast.service.request import JobRequest
@@ -209,7 +210,7 @@ def unused_flags(f: Forecast, asked: JobRequest | None = None) -> list[str]:
         if str(req.optimizer or "").lower() not in ("", "sgd", "none"):
             out.append(f"--optimizer {req.optimizer}: the history answering ran its own "
                        "optimizer; only layerwise answers use it")
-        if str(asked.framework or "").lower() not in ("", "auto"):
+        if parse_framework_choice(asked.framework) is not None:
             out.append(f"--framework {asked.framework}: the history answering ran its own "
                        "framework; only layerwise answers use it")
     return out
