@@ -5,7 +5,9 @@ Targets (every whole-network set in ``../shared/data``):
 * Lambda tf_cnn_benchmarks (TensorFlow 1.15; V100, GTX 1080 Ti, RTX 2080 Ti, Quadro RTX 8000;
   fp32 and fp16; :func:`layerwise.corpora.network_fit.lambda_targets`);
 * PROFET (TensorFlow 2.5; V100, T4, M60, K80; fp32; five input sides, five batches;
-  :func:`layerwise.corpora.profet.profet_targets`);
+  :func:`layerwise.corpora.profet.profet_targets`; PROFET's AlexNet is not the zoo's and is
+  left out since 2026-12-03; the "AlexNet kept" variants price it as the zoo's ``alexnet``,
+  as before, to show the figures of then);
 * PyTorch: ``torchvision_bench`` (RTX 2080 Ti, TITAN RTX, A100, TITAN Xp; fp32 and pure fp16)
   and this project's H100 steps (:func:`layerwise.corpora.torchvision_bench.pytorch_targets`).
 
@@ -28,11 +30,16 @@ Scores per framework, split, suite and precision (fp32 / half): MAPE, median APE
 the 90 % interval, mean signed error (bias, mean of predicted / measured - 1); bias by family
 (:func:`family`: plain conv, BN-residual, depthwise, other) and by GPU.
 
+The composition's precision classes (:data:`CLASS_CANDIDATES`, declared before scoring):
+two (fp32 / tensor, shipped), (a) a separate half class, (b) (a) with half requests on GPUs
+without FP16 tensor cores in it too; scored by the pooled MAPE of both splits and both
+frameworks (:func:`class_candidates`).
+
 A last section tries the memory-bound kinds (batch norm, pooling, activations, adds) priced
 from PROFET's op times by :mod:`layerwise.membound` (held out: its model refitted without the
 GPU or generation predicted, :func:`held_out_membound`); not shipped (see the reading).
 
-Run (about 7 minutes on two cores)::
+Run (2-5 minutes on two cores)::
 
     .venv/bin/python benchmarks/layerwise_transfer.py [--no-doc]
 
@@ -66,7 +73,11 @@ from layerwise.corpora.network_fit import (  # noqa: E402
     network_sums,
     reprice_memory_bound,
 )
-from layerwise.corpora.profet import decomposable_sizes, profet_targets  # noqa: E402
+from layerwise.corpora.profet import (  # noqa: E402
+    NOT_THE_ZOOS,
+    decomposable_sizes,
+    profet_targets,
+)
 from layerwise.corpora.tables import shared_data_dir  # noqa: E402
 from layerwise.corpora.torchvision_bench import pytorch_targets  # noqa: E402
 from layerwise.efficiency import chip_of  # noqa: E402
@@ -105,6 +116,24 @@ def all_targets() -> tuple[dict[str, pd.DataFrame], list[str]]:
     torch_targets, bad_nets = decomposable(pytorch_targets(shared))
     return ({"tensorflow": pd.concat([lam, prof], ignore_index=True),
              "pytorch": torch_targets}, bad_sizes + bad_nets)
+
+
+def profet_alexnet() -> pd.DataFrame:
+    """PROFET's AlexNet steps priced as the zoo's ``alexnet``, as before issue 36's fix
+    (:data:`layerwise.corpora.profet.NOT_THE_ZOOS`): for the "before" variants only."""
+    return decomposable_sizes(profet_targets(shared_data_dir() / "profet",
+                                             {"AlexNet": "alexnet"}))[0]
+
+
+def with_alexnet(sums: dict[str, pd.DataFrame], predictor) -> dict[str, pd.DataFrame]:
+    """``sums`` with PROFET's AlexNet rows priced and added to the TensorFlow set."""
+    extra = priced({"tensorflow": profet_alexnet()}, predictor)["tensorflow"]
+    return {**sums, "tensorflow": pd.concat([sums["tensorflow"], extra], ignore_index=True)}
+
+
+def is_profet_alexnet(rows: pd.DataFrame) -> pd.Series:
+    """Rows of PROFET's AlexNet (left out after issue 36's fix)."""
+    return (rows["suite"] == "profet") & (rows["network"] == "alexnet")
 
 
 def priced(targets: dict[str, pd.DataFrame], predictor) -> dict[str, pd.DataFrame]:
@@ -184,8 +213,13 @@ def summary(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def tables(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The report's tables."""
-    return {
+    """The report's tables (with PROFET's AlexNet scored: also the overall figures on the
+    rows scored after the fix)."""
+    same = {}
+    if is_profet_alexnet(rows).any():
+        same = {"Overall, rows scored after the fix (PROFET's AlexNet not scored)": summary(
+            rows[~is_profet_alexnet(rows)], ["split", "prec"])}
+    return {**same,
         "Overall (every set, fp32 and half)": summary(rows, ["split", "prec"]),
         "By set": summary(rows, ["split", "suite", "prec"]),
         "Bias by family": summary(rows, ["split", "family"]),
@@ -207,7 +241,8 @@ def worst(rows: pd.DataFrame, n: int = 12) -> pd.DataFrame:
 def write_doc(results: dict[str, dict[str, pd.DataFrame]], skipped: list[str],
               bad: pd.DataFrame, seconds: float) -> None:
     """Write the document: head, one block of tables per variant, worst rows, reading."""
-    parts = [HEAD.format(seconds=seconds, skipped=", ".join(skipped) or "none")]
+    parts = [HEAD.format(seconds=seconds, skipped=", ".join(skipped) or "none",
+                         not_zoo="; ".join(f"{k}: {v}" for k, v in NOT_THE_ZOOS.items()))]
     for variant, tabs in results.items():
         parts.append(f"## {variant}\n")
         for title, table in tabs.items():
@@ -222,7 +257,8 @@ BEFORE_TF = {"overlap_p": 0.0, "subtract_floor": True, "residual_alpha": 100.0,
              "residual_shrink": 1.0}
 # the TensorFlow candidates, declared after seeing the "before" figures (PROFET's V100 priced
 # +70 %, K80 -36 %: a per-step and per-kernel cost learned on old hosts); chosen by the mean
-# MAPE of both splits (one GPU out, one generation out), never by the in-sample fit
+# MAPE of both splits (one GPU out, one generation out), never by the in-sample fit; scored
+# since 2026-12-03 on the targets without PROFET's AlexNet (none wins clearly there)
 TF_CANDIDATES = {
     "year": {**BEFORE_TF, "year_kernel": True},
     "pytorch-form": {"overlap_p": 4.0, "subtract_floor": True, "year_kernel": True,
@@ -231,10 +267,51 @@ TF_CANDIDATES = {
 }
 
 
-def variants() -> dict[str, dict[str, dict]]:
-    """The rule sets scored: name -> forms per framework (before, then the shipped ones)."""
-    return {"Before issue 36 (TensorFlow form of then)": {**SHIPPED_FORMS, "tensorflow": BEFORE_TF},
-            "Shipped after issue 36": SHIPPED_FORMS}
+# the composition's precision classes (issue 36, 2026-12-03): the candidates declared after
+# seeing the H100's AMP/fp16 steps priced +30-60 % on VGG, ResNeXt and Wide ResNet while its
+# TF32 steps sit within +-15 % (one ``tensor`` scale serves TF32 and half), before any was
+# scored; chosen by the pooled MAPE of both splits, both frameworks, never by in-sample fit:
+# "two" = fp32 / tensor (as shipped before), "half" = (a) fp32 / tensor (TF32) / half (FP16,
+# BF16 on tensor cores), "half-any" = (b) as (a), and a half request on a GPU without FP16
+# tensor cores (Pascal: FP32 math, half storage) in the half class too
+CLASS_CANDIDATES = ("two", "half", "half-any")
+
+
+def classed(frame: pd.DataFrame, rule: str) -> pd.DataFrame:
+    """``frame`` (network_sums) with ``precision_class`` under a :data:`CLASS_CANDIDATES`
+    rule, from the class as priced and the request."""
+    half = frame["precision"].isin(HALF)
+    old = frame["precision_class"].replace({"half": "tensor"})
+    new = {"two": old, "half": old.mask(half & old.eq("tensor"), "half"),
+           "half-any": old.mask(half, "half")}[rule]
+    return frame.assign(precision_class=new)
+
+
+def class_candidates(sums: dict[str, pd.DataFrame], forms: dict[str, dict]) -> pd.DataFrame:
+    """One column per :data:`CLASS_CANDIDATES` rule: MAPE (both splits and frameworks
+    pooled, then per split, then per split, set and precision), coverage and bias (%)."""
+    out = {}
+    for rule in CLASS_CANDIDATES:
+        rows = scored({fw: classed(f, rule) for fw, f in sums.items()}, forms)
+        fig = {"MAPE, pooled": rows["ape"].mean(), "coverage, pooled": rows["covered"].mean(),
+               "bias %, pooled": 100.0 * rows["signed"].mean()}
+        fig.update({f"MAPE, {k}": v for k, v in rows.groupby("split")["ape"].mean().items()})
+        for (split, suite, prec), part in rows.groupby(["split", "suite", "prec"]):
+            fig[f"MAPE, {split}, {suite} {prec}"] = part["ape"].mean()
+            fig[f"bias %, {split}, {suite} {prec}"] = 100.0 * part["signed"].mean()
+        out[rule] = fig
+    frame = pd.DataFrame(out)
+    return frame.rename_axis("figure").reset_index()
+
+
+def variants() -> dict[str, tuple[bool, dict[str, dict]]]:
+    """The rule sets scored: name -> (PROFET's AlexNet in the fit and the scores, forms per
+    framework): before, the shipped form before the AlexNet fix, then the shipped ones."""
+    return {"Before issue 36 (TensorFlow form of then, PROFET's AlexNet kept)":
+            (True, {**SHIPPED_FORMS, "tensorflow": BEFORE_TF}),
+            "Shipped form, PROFET's AlexNet kept (before the fix of 2026-12-03)":
+            (True, SHIPPED_FORMS),
+            "Shipped after issue 36 (PROFET's AlexNet left out)": (False, SHIPPED_FORMS)}
 
 
 def candidates(sums: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -272,12 +349,14 @@ def main() -> None:
     started = time.perf_counter()
     warnings.simplefilter("ignore")
     targets, skipped = all_targets()
-    sums = priced(targets, default_predictor())
-    print(f"priced {sum(len(s) for s in sums.values())} rows in "
+    predictor = default_predictor()
+    sums = priced(targets, predictor)
+    kept = with_alexnet(sums, predictor)
+    print(f"priced {sum(len(s) for s in kept.values())} rows in "
           f"{time.perf_counter() - started:.0f} s", flush=True)
     results, rows = {}, pd.DataFrame()
-    for name, forms in variants().items():
-        rows = scored(sums, forms)
+    for name, (alexnet, forms) in variants().items():
+        rows = scored(kept if alexnet else sums, forms)
         results[name] = tables(rows)
         for title, table in results[name].items():
             print(f"\n{name}: {title}\n{table.round(2).to_string(index=False)}", flush=True)
@@ -286,6 +365,10 @@ def main() -> None:
     cands = candidates(sums)
     print(cands.round(2).to_string(index=False))
     results["TensorFlow forms tried (both splits pooled)"] = {"Candidates": cands}
+    classes = class_candidates(sums, SHIPPED_FORMS)
+    print(classes.round(2).to_string(index=False), flush=True)
+    results["Precision classes tried (both splits and frameworks pooled)"] = {
+        "Class candidates": classes}
     frame = op_frame()
     ops = op_candidates(frame)
     print(ops.round(1).to_string(index=False), flush=True)
@@ -315,7 +398,9 @@ out) or **without its whole generation** (one generation out: the catalog's arch
 interval. **Not held out**: the shipped per-op layer predictor; its training rows include V100,
 P100, GTX 1080 Ti, M60, K80, K40 (Justus conv/dense), P4, T4, A100 (NeuSight, forward) and H100.
 The RTX 2080 Ti, Quadro RTX 8000, TITAN RTX and TITAN Xp are in no per-op table (clean
-transfers). Left out (no zoo network at that size): {skipped}.
+transfers). Left out (no zoo network at that size): {skipped}. Left out after issue 36's fix
+(PROFET's network is not the zoo's of that name; scored only in the "AlexNet kept" variants):
+{not_zoo}.
 
 Columns: MAPE and median APE in %, coverage of the 90 % interval, bias_pct = mean signed error
 (predicted / measured - 1) in %. Families: plain conv (VGG, VGG-BN, AlexNet, SqueezeNet),
@@ -323,7 +408,117 @@ BN-residual (ResNet, ResNeXt, Wide ResNet, DenseNet, Inception, GoogLeNet), dept
 (MobileNet, MNASNet, ShuffleNet).
 """
 
-READING = """## Reading (written 2026-12-03 after seeing the figures above)
+READING = """## A half-precision scale class: tried, not shipped (written 2026-12-03)
+
+- **Declared** (after seeing, in the pass below, the H100's AMP/fp16 steps of VGG without
+  batch norm, ResNeXt and Wide ResNet priced +30-60 % while their TF32 steps sit within
+  +-15 %, and before scoring any): two candidates for the composition's precision classes
+  (`CLASS_CANDIDATES`, both frameworks, the shipped forms otherwise): **(a)** `half`: fp32 /
+  tensor (TF32) / half (FP16 or BF16 on tensor cores), three scales; **(b)** `half-any`: (a)
+  with half requests on GPUs without FP16 tensor cores (Pascal; FP32 math, half storage) in
+  the half class too. Rule: ship one only if it wins clearly on the pooled held-out MAPE (both
+  splits, both frameworks) without worsening any set by more than 2 points. For TensorFlow
+  (a) is the shipped fit renamed (its `tensor` rows are all half); the residual counts a
+  half class as on tensor cores (`layerwise.as_run.TENSOR_CLASSES`).
+- **Figures** (table "Class candidates"; `.venv/bin/python benchmarks/layerwise_transfer.py`):
+  pooled MAPE two classes 18.87 %, (a) 18.82 %, (b) 18.89 % (coverage 0.87 each); one GPU out
+  18.78 / 18.74 / 18.80, one generation out 18.95 / 18.90 / 18.97. (a) moves the H100
+  `train` fp32 steps 15.5 -> 14.7 % and its half steps 19.8 -> 20.4 % (bias +14.6 -> +15.6 %),
+  `tvbench` half 15.7 -> 15.9 %; (b) moves Lambda half 15.1 -> 14.4 % (one generation out
+  19.7 -> 17.7 %) but the H100 `train` half 19.8 -> 21.3 % and `tvbench` half 15.7 -> 16.4 %.
+- **Chosen after seeing them**: neither wins clearly (0.05 points either way), so **nothing
+  ships**: `run_class` still gives fp32 / tensor and the compositions are unchanged. What
+  stays in the product is compatibility only: a composition without a `half` scale prices
+  a half class at its `tensor` scale (`CLASS_FALLBACK`), which the shipped files never
+  meet. Why a class scale cannot help, read from the rows before scoring: on the H100 the
+  median of measured / priced sum is 0.40 for fp16, 0.42 bf16 and 0.41 TF32 (`train`):
+  its half steps as a whole are priced like its TF32 steps; the +30-60 % sits on the
+  convolution-heavy networks without batch norm (VGG-BN's half steps +4-17 %), i.e. in the
+  H100's own per-op half convolution prices against under-priced batch norm, which no
+  scale fitted on other GPUs (the H100 left out) can see.
+
+## Priced as measured: PROFET's classes, H100 auxiliary heads (written 2026-12-03)
+
+- **Search** (after seeing the "Shipped after issue 36" figures of the morning: fp32 19.1 %,
+  half 17.6 %): the worst rows per set and GPU, and for each suspicious group what was run
+  (the benchmarks' own scripts: PROFET's `profile_workload.py`/`dataset_info.py`/
+  `model_info.py`, `torchvision_bench`'s `benchmark_models.py`, this project's
+  `gpu_networks.py`/`gpu_session2.py`) against what is priced. Two mismatches found, both
+  fixed at the reader: (1) PROFET's synthetic data sets train **10 classes at 32 px, 100 at
+  64 and 128 px** (1000 at 224/256); the zoo priced a 1000-way classifier everywhere
+  (`CLASSES_BY_SIDE`, `as_measured`); (2) both H100 sessions built GoogLeNet and
+  Inception-v3 with `aux_logits=False`, but the zoo's torchvision specs (traced in training
+  mode) hold the auxiliary classifiers (GoogLeNet: 16 rows, 6 % of its priced sum, 8 % of
+  its kernels; Inception-v3: 2 %) (`aux_heads`, `AUX_HEADS`). Compositions refitted by
+  `python -m layerwise.corpora.build_default --composition-only` (both files change a
+  little). Checked and found as priced: batch per GPU, image sides (Inception-v3 299 px),
+  optimizers (PROFET plain SGD, H100 momentum, `torchvision_bench` none), precision as run
+  (TF32 flags per H100 row, PyTorch 1.7 on the A100, pure fp16), step definitions (PROFET:
+  median of the second epoch's Keras batch times; `torchvision_bench`: forward + backward with
+  the input copy, no optimizer), units.
+- **Figures** (one GPU out, before -> after): fp32 19.1 -> 19.1 % (coverage 0.85), half
+  17.6 -> 17.6 % (0.90); H100 `train` fp32 15.6 -> 15.5 % (coverage 0.83 -> 0.86), half
+  20.1 -> 19.8 % (0.85 -> 0.88, bias +15.1 -> +14.6 %); PROFET 22.5 -> 22.6 %; other sets
+  within 0.2; family bias plain conv +6.6 % (unchanged), BN-residual -2.6 %, depthwise -0.3 %.
+  **Both fixes are real but small**: neither was a cause of the remaining error. No modelling
+  candidate was tried in this pass.
+- **Left (what the search found that is not a reader bug)**: PROFET's K80 is priced 25 % fast
+  at every side and network (likely the p2.xlarge's default application clocks, 562 of
+  875 MHz with auto-boost; not in the data), the M60 9-68 % slow (MobileNetV2, Inception:
+  launch-bound); PROFET's ResNet18/34/50 are its own pre-activation blocks with an L2 penalty
+  on every convolution (extra small ops per step; ResNet50 priced -41 % on the K80, -15 % on
+  the T4), not the zoo's; H100 AMP fp16 steps of plain and grouped convolutions are priced
+  +30-60 % (VGG without batch norm, ResNeXt, Wide ResNet) while their TF32 steps are within
+  +-15 %: the one `tensor` scale of the composition serves TF32 and FP16 alike; VGG-BN's
+  batch norm costs about 20 ms of a 74 ms H100 step but is priced at about a quarter of that.
+
+## Why PROFET's small inputs on the V100 were priced 5x too slow (written 2026-12-03)
+
+- **Diagnosis** (before the fix; shipped form fitted without the V100 chip, as the one-GPU-out
+  split does): vgg11, side 32, batch 16 measured 5.8 ms, predicted 34.6 ms = layers 4.7 ms
+  (sum 16.2 ms less floors 6.8 ms, x scale 0.50; PROFET's profiler counts 4.6 ms of device
+  time for that step: the per-op prices and the decomposition are right there) + kernels
+  0.2 ms + **per-step constant 31.3 ms** (residual factor 0.96). The constant was set by
+  PROFET's AlexNet: its Keras definition (`model_info.py.txt`: 11x11 conv at stride 1, 96
+  channels on the full input, 256-512-1024-1024, batch norm everywhere) is not the zoo's
+  `alexnet` (tf_cnn_benchmarks', stride 4, 64-192-384-384-256); its steps measure 10-15x the
+  zoo network's priced work (profiler device time / priced layers: AlexNet 9.8-15.6, every
+  other network 0.3-1.4) and the log fit made up the gap with the one per-step constant,
+  which every small step then paid (and the network residual of `alexnet` hit its 2x bound,
+  spilling onto Lambda's AlexNet). The per-op floors, the VGG classifier (Flatten scales with
+  the side as in PROFET's Keras) and the residual (0.8-1.1 on these rows) were not the cause.
+- **Fix** (chosen after seeing the diagnosis above, before any new held-out figure):
+  PROFET's AlexNet is left out of the targets (`layerwise.corpora.profet.NOT_THE_ZOOS`), as
+  networks the zoo lacks already were; the compositions were refitted by
+  `python -m layerwise.corpora.build_default --composition-only` (TensorFlow: per-step
+  constant 21.2 -> 0.0 ms, kernel cost 0.0008 -> 0.016 ms, year coefficient -1.0 (its bound)
+  -> -0.46; PyTorch unchanged). The form was not changed: on the fixed targets the four
+  declared candidates score 21.7 (year), 21.7 (year-a1000, shipped), 22.2 (before), 23.0
+  (pytorch-form) pooled MAPE (table "Candidates"): no candidate wins clearly, so
+  `SHIPPED_FORMS` stays. No new candidate was declared.
+- **Figures** (one GPU out; the second block is the shipped form before the fix, the third
+  after): all sets fp32 29.8 -> 19.1 % MAPE (28.3 -> 19.1 % on the same rows, i.e. without
+  scoring PROFET's 29 AlexNet rows), half 17.6 -> 17.6 %; PROFET 37.6 -> 22.5 %, its V100
+  68.8 -> 25.3 % (bias +55 -> +8 %; vgg11 32 px batch 16 now 8.9 ms), K80 33.6 -> 25.8 %
+  (bias -33 -> -25 %), M60 21.7 -> 27.1 % (bias +14 -> +24 %), T4 23.9 -> 12.5 %; Lambda fp32
+  24.2 -> 7.5 %; family bias plain conv +14.7 -> +6.6 %, BN-residual -0.5 -> -2.5 %, depthwise
+  +4.2 -> -0.2 %. One generation out is the same within 0.2. **Worse**: fp32 coverage of the
+  90 % interval 0.90 -> 0.85 (PROFET 0.80; K80 0.63, V100 0.72): the intervals had been wide
+  because of the AlexNet rows.
+- **Left**: the target (MAPE <= 12 %, family bias within +-5 %) is still not met. The V100's
+  small sides are still priced high (sides 32-64: 36.6 % MAPE, bias +18 %; 128-256: 19.9 %,
+  +3 %): the fit without the V100 keeps a 4.6 ms per-step constant from the other hosts. The
+  largest errors now are MobileNetV2 at 32-64 px on the M60 (+100-200 %): the launch cost by
+  release year cannot tell the K80's host (p2.xlarge, about 87 us per launch on that data)
+  from the M60's (g3s.xlarge, about 58 us) and the T4's (about 41 us); a per-host launch cost
+  would need the host in the request. The plain-conv bias (+6.6 %) is outside +-5 %.
+- The memory-bound section's tables below are now on the fixed targets (one GPU out fp32
+  19.1 %, half 16.9 %: no fp32 gain over the shipped 19.1 %); its reading quotes the figures
+  of 2026-12-03, with PROFET's AlexNet.
+
+## Reading (written 2026-12-03 after seeing the figures above)
+
+(Its "Before" and "After" are the first two blocks above, PROFET's AlexNet kept.)
 
 - **Before** (the first block): one GPU out, fp32 33.3 % MAPE (median 17.1 %), half 17.8 %,
   coverage 0.89-0.90; one generation out about the same. Family bias: plain conv +19 %,

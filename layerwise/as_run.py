@@ -68,15 +68,18 @@ what was assumed. Rules:
 
 :func:`step_from_dict` is the composition's step formula on its saved dict
 (:class:`layerwise.compose.Composition`): gpu = scale[class] x layer sum, cpu = kernel_ms x
-kernels; with ``overlap_p`` > 0 the two overlap, core = (gpu^p + cpu^p)^(1/p) (eager
-PyTorch launches kernels while the GPU runs earlier ones), else core = gpu + cpu; step =
-core + step_ms. With ``subtract_floor`` the layer sum loses the layers' per-call floors
-(each kind's smallest configuration, priced alike) before scaling. **Launch cost by GPU
-generation**: with ``year_coef`` in the dict (0 when absent) the cost per kernel is
-``kernel_ms x exp(year_coef x year)``, ``year`` = the GPU's release year in the catalog minus
-:data:`YEAR0` (:func:`year_offset`; 0 for a CPU): eager PyTorch is launch-bound at small
-batches and the host and framework that drive a GPU are about as new as the GPU. Imports
-only the catalog and the precision vocabulary (the fast path uses it).
+kernels; with ``overlap_p`` > 0 the two overlap, core = (gpu^p + cpu^p)^(1/p) (eager PyTorch
+launches kernels while the GPU runs earlier ones), else core = gpu + cpu; step = core +
+step_ms. ``scale[class]`` (:func:`class_scale`): a class the dict has no scale for takes its
+:data:`CLASS_FALLBACK`'s in turn (``half`` -> ``tensor`` -> ``fp32``), so a composition
+fitted with two classes prices a half step at its ``tensor`` scale; the shipped ones have
+two (:func:`run_class`). With ``subtract_floor`` the layer sum loses the layers' per-call
+floors (each kind's smallest configuration, priced alike) before scaling. **Launch cost by
+GPU generation**: with ``year_coef`` in the dict (0 when absent) the cost per kernel is
+``kernel_ms x exp(year_coef x year)``, ``year`` = the GPU's release year in the catalog
+minus :data:`YEAR0` (:func:`year_offset`; 0 for a CPU): eager PyTorch is launch-bound at
+small batches and the host and framework that drive a GPU are about as new as the GPU.
+Imports only the catalog and the precision vocabulary (the fast path uses it).
 """
 
 from __future__ import annotations
@@ -113,6 +116,10 @@ CASTS_IN_LAYER_PRICES = True
 ALIGN_BEFORE = {"pytorch": (1, 8), "tensorflow": (2, 4)}
 # half layers on GPUs with TF32 tensor cores priced at most at the framework's fp32 (rules)
 HALF_CEILING = True
+# the composition's precision classes on tensor cores, and the class whose scale prices a class
+# a composition has none for (module rules)
+TENSOR_CLASSES = ("tensor", "half")
+CLASS_FALLBACK = {"half": "tensor", "tensor": "fp32"}
 
 
 def request_precision(value: object) -> str:
@@ -375,12 +382,20 @@ def kernel_cost(doc: Mapping, year: Any = 0.0) -> Any:
         float(doc["kernel_ms"])
 
 
+def class_scale(scales: Mapping[str, float], pclass: str) -> float:
+    """The layer-sum scale of precision class ``pclass`` (module rules): its own, else its
+    :data:`CLASS_FALLBACK`'s (in turn), else fp32's, else 1."""
+    c = str(pclass)
+    while c not in scales and c in CLASS_FALLBACK:
+        c = CLASS_FALLBACK[c]
+    return float(scales.get(c, scales.get("fp32", 1.0)))
+
+
 def step_array(doc: Mapping, sums: np.ndarray, kernels: np.ndarray, pclass: np.ndarray,
                floor: np.ndarray, year: Any = 0.0) -> np.ndarray:
     """:func:`step_from_dict`'s ms for arrays of steps (the composition fit's model)."""
     scales = doc["scale"]
-    fp32 = float(scales.get("fp32", 1.0))
-    scale = np.array([float(scales.get(c, fp32)) for c in pclass])
+    scale = np.array([class_scale(scales, c) for c in pclass])
     cut = floor if doc.get("subtract_floor") else 0.0
     gpu = scale * np.maximum(sums - cut, 0.0)
     cpu = kernel_cost(doc, year) * kernels
@@ -400,8 +415,7 @@ def step_from_dict(doc: Mapping, sums: tuple[float, float, float], kernels: int,
     composition's ``subtract_floor`` the layers' per-call floors (``floor``, their sum) leave
     the sums first: inside a network a layer's launch is the kernels' cost; ``year``: the
     GPU's :func:`year_offset` (the launch cost's generation term)."""
-    scales = doc["scale"]
-    scale = float(scales.get(pclass, scales.get("fp32", 1.0)))
+    scale = class_scale(doc["scale"], pclass)
     cpu = float(kernel_cost(doc, float(year))) * kernels
     p = float(doc.get("overlap_p", 0.0) or 0.0)
     base = float(doc["step_ms"])

@@ -23,7 +23,12 @@ turns the sum into a step time. Rules:
   ``year_kernel`` the cost per kernel is ``kernel_ms x exp(year_coef x year)``, ``year`` the
   GPU's release year minus 2019 from the catalog (:func:`layerwise.as_run.year_offset`),
   ``year_coef`` fitted within [-1, 1]. Class is
-  ``fp32`` or ``tensor`` (the layers holding most GEMM FLOPs on tensor cores); kernels counts
+  ``fp32`` or ``tensor`` (the layers holding most GEMM FLOPs on tensor cores, TF32 and half
+  alike; :func:`layerwise.as_run.run_class`). A ``half`` class (FP16/BF16 on tensor cores)
+  was scored on 2026-12-03 and not shipped (``docs/layerwise-transfer.md``); a class the
+  composition has no scale for is priced at its fallback's
+  (:data:`layerwise.as_run.CLASS_FALLBACK`: half -> tensor -> fp32), and the residual counts
+  every class of :data:`layerwise.as_run.TENSOR_CLASSES` as on tensor cores; kernels counts
   the priced kernels (forward, weight and input gradient) plus mixed precision's weight casts.
   The interval comes from the log residuals of the fit on networks of GPUs left out, widened
   to the layer intervals' sum when that is wider.
@@ -43,7 +48,9 @@ from sklearn.base import BaseEstimator
 from layerwise.as_run import (  # noqa: F401  (precision_class: re-exported, older imports)
     BACKWARD_RATIO,
     DEFAULT_BACKWARD_RATIO,
+    TENSOR_CLASSES,
     RunPrecision,
+    class_scale,
     precision_class,
     step_array,
     step_from_dict,
@@ -183,7 +190,7 @@ class Composition(BaseEstimator):
 
     def scale_for(self, pclass: str) -> float:
         """The layer-sum scale of a precision class (fp32's for an unknown class)."""
-        return self.scale_.get(pclass, self.scale_.get("fp32", 1.0))
+        return class_scale(self.scale_, pclass)
 
     def step(self, sum_ms: float, low_ms: float, high_ms: float, kernels: int,
              pclass: str, floor_ms: float = 0.0, year: float = 0.0) -> tuple[float, float, float]:
@@ -260,7 +267,7 @@ def frame_features(X: pd.DataFrame) -> np.ndarray:
     ``kind_ms``: a dict of priced ms per layer kind, ``kernels``, ``precision``,
     ``precision_class``, ``batch_per_gpu``)."""
     rows = [features(dict(r.kind_ms), float(r.kernels), is_half(str(r.precision)),
-                     str(r.precision_class) == "tensor", int(r.batch_per_gpu))
+                     str(r.precision_class) in TENSOR_CLASSES, int(r.batch_per_gpu))
             for r in X.itertuples(index=False)]
     return np.array(rows, float).reshape(len(rows), len(FEATURES))
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from fleet.lambda_layout import parse_config, parse_network, parse_system
 
 # largest estimate / GPU memory of a batch known to run (benchmarks/memory_band.py: 1.52 on
-# PROFET's Keras VGG11 at batch 256, 224 px, on one 12 GiB K80 GPU; 33 of 1,294 known runs
+# PROFET's Keras VGG11 at batch 256, 224 px, on one 12 GiB K80 GPU; 33 of 1,245 known runs
 # are above 1.0), rounded up to the next tenth
 WARN_BAND = 1.6
 MIN_SIDE = 64  # inputs below this are CIFAR/MNIST-sized networks the zoo does not ship
@@ -42,7 +42,7 @@ PROFET_GPUS = {"p3.2xlarge": "Tesla V100 SXM2 16GB", "g4dn.xlarge": "Tesla T4",
 PROFET_NETWORKS = {"VGG11": "vgg11", "VGG13": "vgg13", "VGG16": "vgg16", "VGG19": "vgg19",
                    "ResNet18": "resnet18", "ResNet34": "resnet34", "ResNet50": "resnet50",
                    "InceptionV3": "inception_v3", "InceptionResNetV2": "inception_resnet_v2",
-                   "MobileNetV2": "mobilenet_v2", "AlexNet": "alexnet"}
+                   "MobileNetV2": "mobilenet_v2"}  # not AlexNet: corpora.profet.NOT_THE_ZOOS
 LAMBDA_NETWORKS = {"resnet50": "resnet50", "resnet152": "resnet152", "vgg16": "vgg16",
                    "inception3": "inception3", "inception4": "inception4", "alexnet": "alexnet"}
 
@@ -72,7 +72,9 @@ def shared_data() -> Path:
 
 
 def _profet(root: Path) -> Iterator[KnownRun]:
-    path = root / "profet" / "profet_target_latency_4gpus.csv.gz"
+    from layerwise.corpora.profet import TARGET_FILE
+
+    path = root / "profet" / TARGET_FILE
     if not path.is_file():
         return
     seen = set()

@@ -48,7 +48,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from layerwise.as_run import HALF_REQUESTS
+from layerwise.as_run import HALF_REQUESTS, TENSOR_CLASSES
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "conv": ("conv",), "dwconv": ("dwconv",), "dense": ("dense",), "norm": ("bn", "ln"),
@@ -170,7 +170,7 @@ def for_step(doc: Mapping[str, Any] | None, entries: Iterable[Mapping[str, Any]]
     if not doc or not on_gpu or math.fsum(by_kind.values()) <= 0.0:
         return 1.0, "none", 0, 0
     half = is_half(request)
-    x = features(by_kind, kernels, half, pclass == "tensor", batch)
+    x = features(by_kind, kernels, half, pclass in TENSOR_CLASSES, batch)
     factor, source = correction(doc, x, network, half, gpu)
     votes = [(part(doc, name, key, half) or (0.0, 0))[1]
              for name, key in (("networks", network), ("gpus", gpu))]

@@ -16,6 +16,10 @@ without an optimizer step). Rules:
   ``amp-*`` are autocast), and the first session's ``train-nobench`` (its ``fp32`` ran with
   TF32 off: request ``fp32-strict``; ``cudnn.benchmark`` off). ``detection`` rows are kept
   apart (:func:`measured_detection`) for checks, never for fitting.
+* Both H100 sessions built ``inception_v3`` and ``googlenet`` with ``aux_logits=False``
+  (``benchmarks/gpu_networks.py``, ``benchmarks/gpu_session2.py``): their rows carry
+  ``aux_heads`` False, so the auxiliary classifiers the zoo's training-mode specs hold are not
+  priced (:func:`layerwise.corpora.network_fit.as_measured`; issue 36, 2026-12-03).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ HALF_GLOB = "*/*_1_gpus__half_model_train_benchmark.csv"
 MODES = {"fp32": "fp32", "tf32": "tf32", "amp-fp16": "fp16", "amp-bf16": "bf16",
          "fp32-strict": "fp32-strict", "fp16-pure": "fp16-pure"}
 FIRST_NAMES = {"inception3": "inception_v3"}
+NO_AUX = ("inception_v3", "googlenet")  # built with aux_logits=False in both H100 sessions
 
 
 def _gpu(name: str) -> str:
@@ -87,7 +92,7 @@ def measured_targets(path: Path = AS_RUN_FILE, suites: tuple[str, ...] = ("tvben
         "precision": table["mode"].map(MODES), "batch_per_gpu": table["batch_size"],
         "step_ms": table["step_ms"], "framework": "pytorch",
         "fw_version": table["sw_torch"].astype(str), "optimizer": table["optimizer"]})
-    return _finish(out)
+    return _without_aux(_finish(out))
 
 
 def measured_detection(path: Path = AS_RUN_FILE) -> pd.DataFrame:
@@ -105,7 +110,13 @@ def first_session_targets(path: Path = FIRST_FILE) -> pd.DataFrame:
         "batch_per_gpu": table["batch_size"], "step_ms": table["step_ms"],
         "framework": "pytorch", "fw_version": table["sw_torch"].astype(str),
         "optimizer": "momentum"})
-    return _finish(out)
+    return _without_aux(_finish(out))
+
+
+def _without_aux(frame: pd.DataFrame) -> pd.DataFrame:
+    """``aux_heads``: False for the networks the H100 sessions built without them."""
+    frame["aux_heads"] = ~frame["network"].isin(NO_AUX)
+    return frame
 
 
 def pytorch_targets(shared: Path) -> pd.DataFrame:
