@@ -21,10 +21,23 @@ Rules
   recorded (:func:`run_length`), else NULL.
 * :func:`read_rows` reads one job's rows (or every job's) with the run's deployment,
   network and batch size and the file's source: no JSON is decoded.
+* :func:`read_recent` reads only what a forecast uses (issue 35: 61,000 rows of one job at
+  a cluster's scale, where the model fits the newest 200 a deployment): eight narrow
+  columns of the job's rows (its key's index, the run's deployment); one record per
+  scheduler job (``ident``; an ended state over a running one, then the newest run:
+  :data:`STATE_RANK`); per (job, deployment, finished or not) the ``newest`` records on the
+  history's axis (start, else end; undated ones newest) and the ``newest`` by time (undated
+  ones oldest); then the whole rows of those only, each with the counts of all records:
+  ``job_records`` (the job's) and ``deployment_fitted`` (the job's finished runs with a
+  wall time there). The fold and the choice run on those narrow tuples in Python: SQLite's
+  window functions doing the same took longer than reading every whole row (0.25 s
+  against 0.23 s for 20,000 rows; this: 0.1 s).
 """
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -33,6 +46,10 @@ from sqlalchemy.engine import Engine
 from ingest.tables import files, runs, whole_jobs
 
 LENGTH_UNITS = ("iterations", "epochs")  # what --iterations / --epochs record of a job
+FINISHED = "completed"  # the one state of a job that finished (``ingest.whole_job``)
+# which of one scheduler job's records is kept: the highest rank, then the newest run
+STATE_RANK = {FINISHED: 3, "running": 0, "pending": 0, "suspended": 0}
+OTHER_RANK = 2  # every other (ended) state
 
 
 def normal_key(text: str) -> str:
@@ -81,15 +98,93 @@ def index_row(meta: Any, network: str | None, source: str) -> dict | None:
 def read_rows(engine: Engine, key: str | None = None) -> list[dict]:
     """The index rows of one job (``key``, normalised) or of every job, each with the run's
     ``deployment``, ``network``, ``batch_size`` and the file's ``source``."""
-    query = (sa.select(whole_jobs, runs.c.deployment, runs.c.network, runs.c.batch_size,
-                       files.c.source)
-             .join(runs, whole_jobs.c.run_id == runs.c.id)
-             .join(files, runs.c.file_id == files.c.id))
+    query = _joined()
     if key is not None:
         query = query.where(whole_jobs.c.job_key == normal_key(key))
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(query).mappings()]
 
 
-__all__ = ["LENGTH_UNITS", "index_row", "job_ident", "job_key_of", "normal_key",
-           "read_rows", "run_length"]
+def _joined(*extra: Any) -> sa.Select:
+    """``whole_jobs`` rows with the run's deployment, network and batch size and the file's
+    source (and ``extra`` columns)."""
+    return (sa.select(whole_jobs, runs.c.deployment, runs.c.network, runs.c.batch_size,
+                      files.c.source, *extra)
+            .join(runs, whole_jobs.c.run_id == runs.c.id)
+            .join(files, runs.c.file_id == files.c.id))
+
+
+def read_recent(engine: Engine, key: str | None, newest: int) -> list[dict]:
+    """The rows of one job (``key``, normalised; None: every job) that a forecast reads, with
+    their counts (module rules): :func:`read_rows`' columns plus ``job_records`` and
+    ``deployment_fitted``."""
+    if not (isinstance(newest, int) and newest >= 1):
+        raise ValueError(f"newest must be a whole number >= 1, got {newest!r}")
+    wj = whole_jobs.c
+    query = (sa.select(wj.run_id, wj.job_key, wj.ident, wj.state, wj.seconds, wj.start, wj.end,
+                       runs.c.deployment).join(runs, wj.run_id == runs.c.id))
+    if key is not None:
+        query = query.where(wj.job_key == normal_key(key))
+    with engine.connect() as conn:
+        chosen = _one_per_job(conn.execute(query).all())
+        kept, records, fitted = _newest_of(chosen, newest)
+        ids = sorted(kept)
+        rows = [dict(r) for i in range(0, len(ids), _CHUNK) for r in conn.execute(
+            _joined().where(wj.run_id.in_(ids[i:i + _CHUNK]))).mappings()]
+    return [{**r, "job_records": records[r["job_key"]],
+             "deployment_fitted": fitted.get((r["job_key"], r["deployment"]), 0)}
+            for r in rows]
+
+
+_CHUNK = 500  # run ids a query
+_Narrow = Any  # (run_id, job_key, ident, state, seconds, start, end, deployment)
+
+
+def _one_per_job(rows: Sequence[_Narrow]) -> list[_Narrow]:
+    """One record per scheduler job (``ident``): the highest :data:`STATE_RANK`, then the
+    newest run (``ingest.whole_job._latest_records``' rule)."""
+    best: dict[str, tuple[tuple[int, int], _Narrow]] = {}
+    for r in rows:
+        ident = r[2] or f"run-{r[0]}"
+        rank = (STATE_RANK.get(r[3], OTHER_RANK), r[0])
+        old = best.get(ident)
+        if old is None or rank > old[0]:
+            best[ident] = (rank, r)
+    return [r for _, r in best.values()]
+
+
+def _newest_of(chosen: list[_Narrow], newest: int
+               ) -> tuple[set[int], dict[str, int], dict[tuple[str, str], int]]:
+    """The run ids kept (module rules: per job, deployment and finished or not, the
+    ``newest`` on the history's axis and by time), the records per job and the finished runs
+    with a wall time per (job, deployment)."""
+    groups: dict[tuple[str, str, bool], list[_Narrow]] = {}
+    records: dict[str, int] = {}
+    fitted: dict[tuple[str, str], int] = {}
+    for r in chosen:
+        done = r[3] == FINISHED
+        groups.setdefault((r[1], r[7], done), []).append(r)
+        records[r[1]] = records.get(r[1], 0) + 1
+        if done and r[4] > 0:
+            fitted[r[1], r[7]] = fitted.get((r[1], r[7]), 0) + 1
+    kept: set[int] = set()
+    for members in groups.values():
+        for order in (_axis, _dated):
+            kept.update(r[0] for r in heapq.nlargest(newest, members, key=order))
+    return kept, records, fitted
+
+
+def _axis(r: _Narrow) -> tuple[bool, float, int]:
+    """A record's place on the history's axis (its start, else its end; undated: newest)."""
+    when = r[5] if r[5] is not None else r[6]
+    return when is None, when or 0.0, r[0]
+
+
+def _dated(r: _Narrow) -> tuple[bool, float, int]:
+    """A record's place by time (undated: oldest), as the job's newest run is found."""
+    when = r[5] if r[5] is not None else r[6]
+    return when is not None, when or 0.0, r[0]
+
+
+__all__ = ["FINISHED", "LENGTH_UNITS", "OTHER_RANK", "STATE_RANK", "index_row", "job_ident",
+           "job_key_of", "normal_key", "read_recent", "read_rows", "run_length"]

@@ -53,20 +53,25 @@ from ingest.errors import IngestOptionError
 from ingest.events import ParsedRun, ParseError
 from ingest.home import data_home
 from ingest.job_index import (
+    FINISHED,
     LENGTH_UNITS,
+    OTHER_RANK,
+    STATE_RANK,
     index_row,
     normal_key,
+    read_recent,
     read_rows,
     run_length,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ingest.store import Store
 
 STATES = ("completed", "failed", "cancelled", "timeout", "preempted", "node_fail",
           "out_of_memory", "boot_fail", "deadline", "requeued", "revoked", "suspended",
           "running", "pending", "lost")
-FINISHED = "completed"
 MAX_JOB_SECONDS = 366 * 86400.0
 MAX_TRACE_POINTS = 240
 MAX_TEXT = 500
@@ -334,13 +339,17 @@ class WholeJobRun:
         return self.start if self.start is not None else self.end
 
 
-def whole_job_runs(store: Store, key: str | None = None, *,
-                   traces: bool = True) -> list[WholeJobRun]:
+def whole_job_runs(store: Store, key: str | None = None, *, traces: bool = True,
+                   newest: int | None = None) -> list[WholeJobRun]:
     """Every whole-job run in ``store`` (of one ``key`` if given), oldest first.
 
     ``traces=False`` reads the whole-job index (:mod:`ingest.job_index`: no JSON decoded;
-    each run's ``trace`` None): what the forecaster and ``fit`` read. With traces, only the
-    rows that may hold ``key`` are read (:func:`_stored_runs`)."""
+    each run's ``trace`` None): what ``fit`` reads. With ``newest`` (and no traces), only
+    the newest records per (job, deployment) and state, as :class:`RecentRuns` with the
+    counts of all (what the forecaster reads). With traces, only the rows that may hold
+    ``key`` are read (:func:`_stored_runs`)."""
+    if newest is not None and not traces:
+        return _recent(store, key, newest)
     if not traces:
         return _latest_records([_from_index(row) for row in read_rows(store.engine, key)])
     out = []
@@ -391,7 +400,61 @@ def _stored_runs(store: Store, wanted: str | None) -> list:
     return store.runs(where=sa.and_(*where))
 
 
-_RANK = {FINISHED: 3, "running": 0, "pending": 0, "suspended": 0}
+class RecentRuns(list):
+    """A job's newest whole-job runs per deployment (``job_index.read_recent``, oldest
+    first like :func:`whole_job_runs`), with the counts of all its records: ``records`` per
+    job key, ``fitted`` per (job key, stored deployment): finished runs with a wall time.
+    :func:`all_runs` reads the rest when a caller needs every run. Slices and filtered
+    copies are plain lists."""
+
+    def __init__(self, runs: list[WholeJobRun], records: dict[str, int],
+                 fitted: dict[tuple[str, str], int],
+                 everything: Callable[[], list[WholeJobRun]]):
+        super().__init__(runs)
+        self.records = records
+        self.fitted = fitted
+        self._everything = everything
+
+    @property
+    def complete(self) -> bool:
+        """Whether the list holds every record of its jobs."""
+        return len(self) == sum(self.records.values())
+
+    def everything(self) -> list[WholeJobRun]:
+        """Every record of its jobs (read again, unless none was left out)."""
+        return list(self) if self.complete else self._everything()
+
+
+def _recent(store: Store, key: str | None, newest: int) -> RecentRuns:
+    """:func:`whole_job_runs` limited to the ``newest`` (module rules of ``job_index``)."""
+    rows = read_recent(store.engine, key, newest)
+    records = {r["job_key"]: int(r["job_records"]) for r in rows}
+    fitted = {(r["job_key"], r["deployment"]): int(r["deployment_fitted"]) for r in rows
+              if r["deployment_fitted"]}
+    return RecentRuns(_latest_records([_from_index(r) for r in rows]), records, fitted,
+                      lambda: whole_job_runs(store, key, traces=False))
+
+
+def all_runs(runs: list) -> list:
+    """Every run of the history ``runs`` stands for (:class:`RecentRuns`: all of it)."""
+    return runs.everything() if isinstance(runs, RecentRuns) else runs
+
+
+def left_out(runs: list) -> int:
+    """How many records of its jobs a :class:`RecentRuns` does not hold (0 for a list)."""
+    return sum(runs.records.values()) - len(runs) if isinstance(runs, RecentRuns) else 0
+
+
+def finished_counts(runs: list) -> dict[tuple[str, str], int]:
+    """Finished runs with a wall time per (job key, stored deployment), of all the runs
+    ``runs`` stands for (:class:`RecentRuns`: its counts)."""
+    if isinstance(runs, RecentRuns):
+        return dict(runs.fitted)
+    counts: dict[tuple[str, str], int] = {}
+    for r in runs:
+        if r.finished and r.seconds > 0:
+            counts[r.key, r.deployment] = counts.get((r.key, r.deployment), 0) + 1
+    return counts
 
 
 def _latest_records(runs: list[WholeJobRun]) -> list[WholeJobRun]:
@@ -401,8 +464,8 @@ def _latest_records(runs: list[WholeJobRun]) -> list[WholeJobRun]:
     for r in runs:
         ident = r.ident or f"run-{r.run_id}"
         old = best.get(ident)
-        rank = (_RANK.get(r.state, 2), r.run_id)
-        if old is None or rank > (_RANK.get(old.state, 2), old.run_id):
+        rank = (STATE_RANK.get(r.state, OTHER_RANK), r.run_id)
+        if old is None or rank > (STATE_RANK.get(old.state, OTHER_RANK), old.run_id):
             best[ident] = r
     return sorted(best.values(), key=lambda r: (r.when is None, r.when or 0.0, r.run_id))
 

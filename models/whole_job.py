@@ -13,6 +13,10 @@ Rules
   recurring job's next run follows its recent runs (a new stack, other nodes), and this
   keeps a year of a cluster's history (tens of thousands of runs of one job) bounded in
   time and memory: Theil-Sen's pairwise slopes are ``max_runs**2 / 2``, never ``n**2``.
+  Runs read as :class:`~ingest.whole_job.RecentRuns` (only the newest per deployment, as
+  the forecaster and :func:`whole_job_candidate` read a store) are counted by the counts
+  read with them (``runs``, ``skipped_``), so the fit and its reason are those of all the
+  job's runs.
 * Per (key, deployment), on log seconds ``y_i`` at times ``t_i`` (the run's start, in days):
   the **trend** is Theil-Sen's slope, used when ``trend="auto"`` and at least
   ``min_trend_runs`` timed runs give a slope whose ``coverage`` confidence interval excludes 0
@@ -38,12 +42,20 @@ import importlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from statistics import NormalDist
 from typing import ClassVar, Self
 
 import numpy as np
 
 from fleet.deprecation import renamed_attributes
-from ingest.whole_job import WholeJobRun, deployment_identity, normal_key, whole_job_runs
+from ingest.whole_job import (
+    RecentRuns,
+    WholeJobRun,
+    deployment_identity,
+    finished_counts,
+    normal_key,
+    whole_job_runs,
+)
 from models.errors import ModelError
 
 MAX_RUNS = 200  # the newest finished runs of a (key, deployment) that are fitted (module doc)
@@ -127,13 +139,19 @@ class WholeJobFit:
             if (key, dep) not in keys:
                 keys[key, dep] = _key(key, dep)
             groups.setdefault(keys[key, dep], []).append((start, seconds))
+        counted: dict[tuple[str, str], int] = {}
+        if isinstance(runs, RecentRuns):  # the newest read, counted as all (module rules)
+            for (key, dep), n in finished_counts(runs).items():
+                counted[_key(key, dep)] = counted.get(_key(key, dep), 0) + n
+            skipped = sum(runs.records.values()) - sum(counted.values())
         self.groups_: dict[tuple[str, str], GroupFit] = {
-            k: self._fit_group(v) for k, v in groups.items()}
+            k: self._fit_group(v, counted.get(k, len(v))) for k, v in groups.items()}
         self.skipped_ = skipped
         self.n_runs_ = sum(g.runs for g in self.groups_.values())  # fitted or counted
         return self
 
-    def _fit_group(self, points: list[tuple[float | None, float]]) -> GroupFit:
+    def _fit_group(self, points: list[tuple[float | None, float]], runs: int) -> GroupFit:
+        """The fit of one group's ``points`` (``runs``: its finished runs in all)."""
         # runs in time order (untimed ones after, in the order given)
         ordered = sorted(range(len(points)), key=lambda i: (points[i][0] is None,
                                                              points[i][0] or 0.0, i))
@@ -161,7 +179,7 @@ class WholeJobFit:
         return GroupFit(n=n, level=level, spread=spread, slope=slope, slope_half=slope_half,
                         dof=max(1, len(errors) - (2 if slope else 1)), alpha=alpha,
                         last_seconds=float(seconds[-1]), mean_seconds=float(seconds.mean()),
-                        runs=len(points))
+                        runs=runs)
 
     def group(self, key: str, deployment: str) -> GroupFit | None:
         """The fit of (key, deployment), or None."""
@@ -199,15 +217,14 @@ class WholeJobFit:
 def theil_sen(ys: np.ndarray, coverage: float) -> tuple[float, float, float]:
     """Theil-Sen's slope of ``ys`` over their index, and its ``coverage`` confidence interval
     (Sen 1968, eq. 2.6, ties in ``ys`` counted): the slope, low, high, as
-    ``scipy.stats.theilslopes(ys, alpha=coverage)`` gives them."""
-    from scipy.special import ndtri
-
+    ``scipy.stats.theilslopes(ys, alpha=coverage)`` gives them (its normal quantile from
+    ``statistics.NormalDist``: SciPy's to the last bit or two, no SciPy import)."""
     n = len(ys)
     x = np.arange(n, dtype=float)
     dx, dy = x[:, np.newaxis] - x, ys[:, np.newaxis] - ys
     slopes = np.sort(dy[dx > 0] / dx[dx > 0])
     alpha = 1.0 - coverage if coverage > 0.5 else coverage
-    z = ndtri(alpha / 2.0)
+    z = NormalDist().inv_cdf(alpha / 2.0)  # scipy's ndtri to the last bit or two
     _, counts = np.unique(ys, return_counts=True)
     ties = [int(k) for k in counts if k > 1]
     sigma = np.sqrt(1 / 18. * (n * (n - 1) * (2 * n + 5)
@@ -337,9 +354,7 @@ def combine(whole: WholeJobCandidate, per_step: tuple[float, float, float],
             per_step_reason: str = "per-step model") -> WholeJobCandidate:
     """Blend a whole-job candidate with a per-step forecast ``(seconds, low, high)`` of the
     same job (same coverage): inverse-variance in log space, plus the gap between them."""
-    from scipy.special import ndtri
-
-    z = float(ndtri(0.5 + whole.coverage / 2))
+    z = NormalDist().inv_cdf(0.5 + whole.coverage / 2)
     parts = []
     for seconds, low, high in ((whole.seconds, whole.low, whole.high), per_step):
         if not (seconds > 0 and low > 0 and high >= low):
@@ -364,12 +379,16 @@ def whole_job_candidate(store_or_runs, job_key: str, deployment: str, *,
                         per_step: tuple[float, float, float] | None = None,
                         model: WholeJobFit | None = None) -> WholeJobCandidate:
     """The candidate answer of a recurring job (``job_key`` on ``deployment``) from a store
-    (or a list of :class:`~ingest.whole_job.WholeJobRun`); with ``per_step``, blended
+    (its newest runs and their counts: the model's ``max_runs`` a deployment, module rules)
+    or a list of :class:`~ingest.whole_job.WholeJobRun`; with ``per_step``, blended
     (:func:`combine`). Raises :class:`WholeJobMiss` saying why there is none."""
-    runs: Sequence[WholeJobRun] = (store_or_runs if isinstance(store_or_runs, list | tuple)
-                                   else whole_job_runs(store_or_runs, job_key))
-    fitted = (model or WholeJobFit()).fit(
-        [r for r in runs if normal_key(r.key) == normal_key(job_key)])
+    model = model or WholeJobFit()
+    runs: Sequence[WholeJobRun]
+    if isinstance(store_or_runs, list | tuple):
+        runs = [r for r in store_or_runs if normal_key(r.key) == normal_key(job_key)]
+    else:
+        runs = whole_job_runs(store_or_runs, job_key, traces=False, newest=model.max_runs)
+    fitted = model.fit(runs)
     found = candidate_from(fitted, job_key, deployment, ahead)
     return combine(found, per_step) if per_step is not None else found
 

@@ -26,13 +26,16 @@ Rules:
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from fleet.catalog import UnknownGpuError
 from fleet.deployment import Deployment
 from fleet.framework import parse_framework
 from jobcast.service.request import JobRequest
-from layerwise.memory import MemoryEstimate, MemoryEstimateError, estimate_memory, network_layers
 from layerwise.memory_band import WARN_BAND
+
+if TYPE_CHECKING:  # the network zoo loads with the first job that has a network to check
+    from layerwise.memory import MemoryEstimate
 
 
 def _gpu_and_count(device: str | None, deployment: str | None) -> tuple[str, int] | None:
@@ -57,6 +60,8 @@ def memory_verdict(network: str, device: str | None, *, batch_size: int | None,
     *global* ``batch_size`` split over ``gpus`` (module rules); None where it cannot say."""
     if batch_size is None or not network:
         return None
+    from layerwise.memory import MemoryEstimateError, estimate_memory, network_layers
+
     found = _gpu_and_count(device, deployment)
     if found is None:
         return None

@@ -41,11 +41,14 @@ Rules (the CLI, the served model and the report decide the same way, here):
    own, so the point is never an end of its interval (a warning says so); the point is not
    moved: such a cell is often another question's bias (the shipped prior's multi-GPU
    layerwise cell is MLPerf's fp16 runs asked without a precision). An answer from history
-   is never narrower than the spread of the runs behind it (``_spread_floor``: the normal
-   90 % band of their seconds per iteration and sample), so a cell learnt on steadier jobs
-   cannot make a noisier job's interval too narrow. A candidate judged by its own backtest
-   and scaled to another length (relation ``lengths`` ``varied``) keeps its own interval's
-   ends where they are wider: its backtest speaks to the job at the length it ran.
+   from the named system's own runs of the asked length is never narrower than the spread
+   of those runs (``spread_floor``: the normal 90 % band of their seconds per iteration and
+   sample), so a cell learnt on steadier jobs cannot make a noisier job's interval too
+   narrow (pooled runs, or runs of other lengths, spread for reasons their kind's backtest
+   cell has measured: a floor there stacked on the cell and over-covered). A candidate
+   judged by its own backtest and scaled to another length (relation ``lengths``
+   ``varied``) keeps its own interval's ends where they are wider: its backtest speaks to
+   the job at the length it ran.
 5. **Compose**: a whole job is one answer phase by phase (``jobcast.service.job_answer``):
    the evaluations a request gives are chosen among the test-phase candidates (rules 1-4),
    whatever answered the training; every answer carries a ``summary`` (step, epoch, job).
@@ -97,7 +100,14 @@ from jobcast.service.route_registry import (
     route_specs,
 )
 from jobcast.service.routes import LayerwiseRoute, ScaleCalibratedRoute
-from models.relation import Judgement, SelectorCells, cell_words, lengths_bucket, load_prior
+from models.relation import (
+    Judgement,
+    Relation,
+    SelectorCells,
+    cell_words,
+    lengths_bucket,
+    load_prior,
+)
 
 if TYPE_CHECKING:  # pandas and the store's SQL layer load with the first history read
     import pandas as pd
@@ -371,8 +381,9 @@ class Forecaster:
         try:
             asked = req
             req, taken = self.from_job_history(req)
-            req, framework = resolve_framework(req, self.history_stacks(req))
             whole_only = self._whole_job_only(req)
+            req, framework = resolve_framework(req, self.history_stacks(req),
+                                               read_network=not whole_only)
             req, assumed = req.with_defaults(length_needed=not whole_only)
             assumed = taken + assumed
             req.validate(batch_needed=not whole_only)
@@ -406,13 +417,18 @@ class Forecaster:
             return _failure(req, exc)
 
     def job_runs(self, key: str) -> list[Any]:
-        """The store's whole-job runs of one recurring job (none without a store)."""
+        """The store's whole-job runs of one recurring job (none without a store): the newest
+        that its answer reads a deployment (the model's fit, its own backtest), with the
+        counts of all (``ingest.whole_job.RecentRuns``)."""
         if self.store is None:
             return []
         from ingest.whole_job import normal_key, whole_job_runs
+        from jobcast.service.whole_job_route import OWN_HISTORY, OWN_ORIGINS
+        from models.whole_job import MAX_RUNS
         name = normal_key(key)
         if name not in self._job_runs:
-            self._job_runs[name] = whole_job_runs(self.store, key, traces=False)
+            self._job_runs[name] = whole_job_runs(
+                self.store, key, traces=False, newest=max(MAX_RUNS, OWN_ORIGINS + OWN_HISTORY))
         return self._job_runs[name]
 
     def from_job_history(self, req: JobRequest) -> tuple[JobRequest, list[str]]:
@@ -499,23 +515,9 @@ class Forecaster:
         return replace(f, low=low, high=high, details=details, why=cand.reason, chosen=chosen)
 
     def _spread_floor(self, cand: Candidate) -> float:
-        """The log half-width an answer from history is never narrower than (rule 4): the
-        normal 90 % band of the spread between the runs behind it, ``1.645 sd
-        sqrt(1 + 1/n)`` of their log seconds per iteration and sample for the target (wall
-        for a job), n >= 2; 0 otherwise."""
-        rows = self._runs_behind(cand)
-        if rows is None or len(rows) < 2:
-            return 0.0
-        import numpy as np
-        target = cand.relation.target
-        secs = {"job": "wall_seconds", "test": "test_seconds"}.get(target, "train_seconds")
-        its = "test_iterations" if target == "test" else "train_iterations"
-        per = rows[secs].to_numpy(float) / (rows[its].to_numpy(float)
-                                            * rows["batch_size"].clip(lower=1).to_numpy(float))
-        per = per[np.isfinite(per) & (per > 0)]
-        if len(per) < 2:
-            return 0.0
-        return SPREAD_Z * float(np.std(np.log(per), ddof=1)) * math.sqrt(1 + 1 / len(per))
+        """The log half-width an answer from history is never narrower than (rule 4):
+        :func:`spread_floor` of the runs behind it."""
+        return spread_floor(self._runs_behind(cand), cand.relation)
 
     def _no_answer(self, ask: Ask, misses: list[JobcastError]) -> str:
         """Why nothing answered: the routes' own reasons, else what the history holds."""
@@ -528,6 +530,26 @@ class Forecaster:
                 + (f" (history has: {', '.join(known)})" if known else "")
                 + "; and no layerwise forecast of it")
 
+
+
+def spread_floor(rows: pd.DataFrame | None, rel: Relation) -> float:
+    """The normal 90 % band of the spread between the runs behind an answer, ``1.645 sd
+    sqrt(1 + 1/n)`` of their log seconds per iteration and sample for the target (wall for a
+    job), n >= 2, for the asked system's own runs of the asked length (relation ``system``
+    ``own``, ``lengths`` ``same``); 0 otherwise. Runs of other lengths spread by their length,
+    not by chance (a line through them answers), and runs pooled over systems spread by
+    system, which their kind's backtest cell has measured."""
+    if rows is None or len(rows) < 2 or rel.system != "own" or rel.lengths != "same":
+        return 0.0
+    import numpy as np
+    secs = {"job": "wall_seconds", "test": "test_seconds"}.get(rel.target, "train_seconds")
+    its = "test_iterations" if rel.target == "test" else "train_iterations"
+    per = rows[secs].to_numpy(float) / (rows[its].to_numpy(float)
+                                        * rows["batch_size"].clip(lower=1).to_numpy(float))
+    per = per[np.isfinite(per) & (per > 0)]
+    if len(per) < 2:
+        return 0.0
+    return SPREAD_Z * float(np.std(np.log(per), ddof=1)) * math.sqrt(1 + 1 / len(per))
 
 def _lopsided(j: Judgement) -> bool:
     """Whether the candidate sits at an end of its kind's backtest interval: within

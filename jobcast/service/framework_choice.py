@@ -17,6 +17,9 @@ the sentence it returns):
 6. otherwise :data:`fleet.framework.DEFAULT_FRAMEWORK` (``pytorch``: what most CNN training
    runs today). A network only PyTorch ships (``resnet18``) is never priced as TensorFlow
    unless the user asks for it.
+
+Rules 4-5 are skipped for an answer that prices no network (a scheduler job's whole run,
+``read_network`` False): the zoo is not loaded to name a framework nothing uses.
 """
 
 from __future__ import annotations
@@ -26,34 +29,40 @@ from dataclasses import replace
 
 from fleet.framework import DEFAULT_FRAMEWORK, parse_framework_choice, stack_framework
 from jobcast.service.request import JobRequest, JobRequestError
-from layerwise.network_source import source_framework, torch_trace_missing
 
 ASK_OTHER = {"pytorch": "--framework tensorflow for Keras",
              "tensorflow": "--framework pytorch for PyTorch"}
 
 
-def resolve_framework(req: JobRequest, history_stacks: Sequence[str] = ()
-                      ) -> tuple[JobRequest, str]:
+def resolve_framework(req: JobRequest, history_stacks: Sequence[str] = (),
+                      read_network: bool = True) -> tuple[JobRequest, str]:
     """``req`` with its framework resolved, and the sentence saying which and why (module
-    rules); ``history_stacks``: the stacks of the job's (or network's) runs, newest first."""
+    rules); ``history_stacks``: the stacks of the job's (or network's) runs, newest first;
+    ``read_network`` False: the network's source is not read (rules 4-5; an answer that
+    prices no network, a scheduler job's whole run, does not load the zoo to say so)."""
     try:
         stated = parse_framework_choice(req.framework)
     except ValueError as exc:
         raise JobRequestError(str(exc), field="framework") from None
     if stated is not None:
         return replace(req, framework=stated.value), f"framework {stated.value} (as asked)"
-    framework, why = _choose(req, history_stacks)
+    framework, why = _choose(req, history_stacks, read_network)
     return (replace(req, framework=framework),
             f"framework {framework}: {why} ({ASK_OTHER[framework]})")
 
 
-def _choose(req: JobRequest, history_stacks: Sequence[str]) -> tuple[str, str]:
+def _choose(req: JobRequest, history_stacks: Sequence[str], read_network: bool = True
+            ) -> tuple[str, str]:
     """(framework, why) of a request that left it open (rules 2-6)."""
     if req.stack and (found := stack_framework(req.stack, "")):
         return found, f"the stack you named ({req.stack})"
     for stack in history_stacks:
         if stack and (found := stack_framework(stack, "")):
             return found, f"the job's history ran it (stack {stack})"
+    if not (req.network and read_network):  # nothing to read (the zoo loads with a network)
+        return DEFAULT_FRAMEWORK.value, "the default (most CNN training runs PyTorch)"
+    from layerwise.network_source import source_framework, torch_trace_missing
+
     said = source_framework(req.network)
     if said is not None:
         return said

@@ -57,7 +57,6 @@ from jobcast.service.e2e_route import EndToEndRoute, owned_by
 from jobcast.service.forecast import Forecast, ModelParts, Route
 from jobcast.service.request import JobRequest
 from jobcast.service.routes import LAYERWISE_MODEL, LayerwiseRoute, RouteMiss
-from layerwise import zoo
 from models.dataset import progress_points, stack_key
 from models.e2e import FittedModel, forecast
 from models.relation import Relation, runs_bucket
@@ -96,6 +95,8 @@ class History:
 def priced(req: JobRequest) -> bool:
     """Whether the layerwise route prices the request's network without TensorFlow: a shipped
     zoo spec at its own image size (anything else would build a Keras model per process)."""
+    from layerwise import zoo  # loaded with the first network to price
+
     name = zoo.lookup(req.network)
     return name is not None and req.image_size in (None, zoo.load(name).image_size)
 

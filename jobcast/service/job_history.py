@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from fleet.deployment import Deployment, deployment_key
-from ingest.whole_job import normal_key
+from ingest.whole_job import left_out, normal_key
 from jobcast.service.errors import ServiceError
 from jobcast.service.request import JobRequest
 
@@ -105,7 +105,8 @@ def newest_run(name: str, history: Any, whole_runs: list[Any]) -> NewestRun:
     return NewestRun(str(last["system"]), str(last["network"]), str(last["deployment"]),
                      batch if batch > 0 else None,
                      float(its) if its is not None and math.isfinite(float(its)) and its > 0
-                     else None, _time(last.get("start_time")) or None, deployments, len(rows))
+                     else None, _time(last.get("start_time")) or None, deployments,
+                     len(rows) + left_out(whole_runs))
 
 
 def _time(value: Any) -> float:

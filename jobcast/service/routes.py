@@ -40,7 +40,6 @@ from jobcast.service.candidates import Ask, Candidate, own_scale, phase_steps, t
 from jobcast.service.errors import ServiceError
 from jobcast.service.forecast import Forecast, ModelParts, Route
 from jobcast.service.request import JobRequest
-from layerwise.forecast import forecast_network
 from models.job import no_steps_message
 from models.relation import Relation, runs_bucket
 
@@ -149,6 +148,8 @@ class LayerwiseRoute:
         args = (req.network, gpu.name, per_device_batch, req.optimizer if training else None,
                 req.image_size, str(req.precision), parse_framework(req.framework).value)
         if args not in self._cache:
+            from layerwise.forecast import forecast_network  # the zoo loads with a network
+
             if len(self._cache) >= CACHE_SIZE:
                 self._cache.pop(next(iter(self._cache)))
             self._cache[args] = forecast_network(

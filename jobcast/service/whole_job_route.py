@@ -133,12 +133,13 @@ def to_length(runs: list[Any], key: str, deployment: str, req: Any
     length, the factor to the asked length, and the note that says so (module rules); the
     runs as they are, 1.0 and "" when the request states no length. A
     :class:`models.whole_job.WholeJobMiss` where the runs do not record it in that unit."""
-    from ingest.whole_job import deployment_identity
+    from ingest.whole_job import all_runs, deployment_identity
     from models.whole_job import WholeJobMiss
 
     asked = asked_length(req)
     if asked is None:
         return list(runs), 1.0, ""
+    runs = all_runs(runs)  # the median length of every run (the forecaster reads the newest)
     unit, count = asked
     want, where = normal_key(key), deployment_identity(deployment)
     mine = [r for r in runs if r.finished and r.seconds > 0 and normal_key(r.key) == want
@@ -173,10 +174,11 @@ def _other_count(runs: list[Any], asked: str) -> str | None:
         want = Deployment.parse(asked)
     except JobcastError:
         return None
+    from ingest.whole_job import finished_counts
+
     counts: dict[str, int] = {}
-    for r in runs:
-        if r.finished and r.seconds > 0:
-            counts[r.deployment] = counts.get(r.deployment, 0) + 1
+    for (_, stored), n in finished_counts(runs).items():  # of all its runs, read or not
+        counts[stored] = counts.get(stored, 0) + n
     found = []
     for key, n in counts.items():
         try:

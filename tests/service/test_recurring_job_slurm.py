@@ -136,7 +136,8 @@ def test_ingest_takes_one_length_unit(tmp_path: Path) -> None:
 
 def test_the_next_run_by_name_loads_no_scikit_learn(store: str) -> None:
     """The whole-job model is fitted per request: its forecast path (``WholeJobFit``, the
-    job's rows from the whole-job index) runs without scikit-learn or SciPy's ``stats``."""
+    job's rows from the whole-job index) runs without scikit-learn or SciPy's ``stats``,
+    and a job with no network to check loads no network zoo (the memory check's)."""
     import subprocess
     import sys
 
@@ -147,7 +148,8 @@ def test_the_next_run_by_name_loads_no_scikit_learn(store: str) -> None:
             f"out = Forecaster(Store({store!r})).forecast(JobRequest(network='', "
             f"system={NAME!r}))\n"
             "assert out.ok and out.details['candidate'] == 'whole-job', out\n"
-            "print(sorted(m for m in ('sklearn', 'scipy.stats') if m in sys.modules))\n")
+            "print(sorted(m for m in ('sklearn', 'scipy.stats', 'layerwise.zoo')\n"
+            "             if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
