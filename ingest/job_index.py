@@ -37,8 +37,8 @@ Rules
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -126,7 +126,7 @@ def read_recent(engine: Engine, key: str | None, newest: int) -> list[dict]:
     if key is not None:
         query = query.where(wj.job_key == normal_key(key))
     with engine.connect() as conn:
-        chosen = _one_per_job(conn.execute(query).all())
+        chosen = one_per_job(conn.execute(query).all(), _narrow_fields)
         kept, records, fitted = _newest_of(chosen, newest)
         ids = sorted(kept)
         rows = [dict(r) for i in range(0, len(ids), _CHUNK) for r in conn.execute(
@@ -138,19 +138,27 @@ def read_recent(engine: Engine, key: str | None, newest: int) -> list[dict]:
 
 _CHUNK = 500  # run ids a query
 _Narrow = Any  # (run_id, job_key, ident, state, seconds, start, end, deployment)
+T = TypeVar("T")
 
 
-def _one_per_job(rows: Sequence[_Narrow]) -> list[_Narrow]:
-    """One record per scheduler job (``ident``): the highest :data:`STATE_RANK`, then the
-    newest run (``ingest.whole_job._latest_records``' rule)."""
-    best: dict[str, tuple[tuple[int, int], _Narrow]] = {}
-    for r in rows:
-        ident = r[2] or f"run-{r[0]}"
-        rank = (STATE_RANK.get(r[3], OTHER_RANK), r[0])
+def one_per_job(records: Iterable[T], fields: Callable[[T], tuple[str, str, int]]) -> list[T]:
+    """One record per scheduler job (overlapping sacct dumps store a job more than once):
+    ``fields`` gives a record's (ident, state, run id); a record without an ident is its own
+    job. Kept: the highest :data:`STATE_RANK` (an ended state over a running one), then the
+    newest run. The one rule of both readers (this module's and ``ingest.whole_job``'s)."""
+    best: dict[str, tuple[tuple[int, int], T]] = {}
+    for r in records:
+        ident, state, run_id = fields(r)
+        ident = ident or f"run-{run_id}"
+        rank = (STATE_RANK.get(state, OTHER_RANK), run_id)
         old = best.get(ident)
         if old is None or rank > old[0]:
             best[ident] = (rank, r)
     return [r for _, r in best.values()]
+
+
+def _narrow_fields(r: _Narrow) -> tuple[str, str, int]:
+    return r[2], r[3], r[0]
 
 
 def _newest_of(chosen: list[_Narrow], newest: int
@@ -187,4 +195,4 @@ def _dated(r: _Narrow) -> tuple[bool, float, int]:
 
 
 __all__ = ["FINISHED", "LENGTH_UNITS", "OTHER_RANK", "STATE_RANK", "index_row", "job_ident",
-           "job_key_of", "normal_key", "read_recent", "read_rows", "run_length"]
+           "job_key_of", "normal_key", "one_per_job", "read_recent", "read_rows", "run_length"]

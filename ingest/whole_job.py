@@ -55,10 +55,9 @@ from ingest.home import data_home
 from ingest.job_index import (
     FINISHED,
     LENGTH_UNITS,
-    OTHER_RANK,
-    STATE_RANK,
     index_row,
     normal_key,
+    one_per_job,
     read_recent,
     read_rows,
     run_length,
@@ -431,7 +430,7 @@ def _recent(store: Store, key: str | None, newest: int) -> RecentRuns:
     records = {r["job_key"]: int(r["job_records"]) for r in rows}
     fitted = {(r["job_key"], r["deployment"]): int(r["deployment_fitted"]) for r in rows
               if r["deployment_fitted"]}
-    return RecentRuns(_latest_records([_from_index(r) for r in rows]), records, fitted,
+    return RecentRuns(_in_order([_from_index(r) for r in rows]), records, fitted,
                       lambda: whole_job_runs(store, key, traces=False))
 
 
@@ -460,14 +459,12 @@ def finished_counts(runs: list) -> dict[tuple[str, str], int]:
 def _latest_records(runs: list[WholeJobRun]) -> list[WholeJobRun]:
     """One record per scheduler job (overlapping sacct dumps store a job more than once):
     an ended state over a running one, then the newest ingest; oldest job first."""
-    best: dict[str, WholeJobRun] = {}
-    for r in runs:
-        ident = r.ident or f"run-{r.run_id}"
-        old = best.get(ident)
-        rank = (STATE_RANK.get(r.state, OTHER_RANK), r.run_id)
-        if old is None or rank > (STATE_RANK.get(old.state, OTHER_RANK), old.run_id):
-            best[ident] = r
-    return sorted(best.values(), key=lambda r: (r.when is None, r.when or 0.0, r.run_id))
+    return _in_order(one_per_job(runs, lambda r: (r.ident, r.state, r.run_id)))
+
+
+def _in_order(runs: list[WholeJobRun]) -> list[WholeJobRun]:
+    """``runs`` oldest first on the history's axis (undated last, then by run id)."""
+    return sorted(runs, key=lambda r: (r.when is None, r.when or 0.0, r.run_id))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -218,6 +218,14 @@ class Proposer(Protocol):
         says why there is none (any other exception is a bug)."""
 
 
+def target_columns(target: str) -> tuple[str, str]:
+    """The run summaries' (seconds, iterations) columns of a target's rate: ``test`` its
+    test phase; ``job`` the run's wall time per training iteration; else the training's."""
+    if target == "test":
+        return "test_seconds", "test_iterations"
+    return ("wall_seconds" if target == "job" else "train_seconds"), "train_iterations"
+
+
 def own_scale(seconds: float, low: float, high: float) -> float:
     """A forecast's own 90 % log half-width (the larger side)."""
     if not (seconds > 0 and low > 0 and high > 0):

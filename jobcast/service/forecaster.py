@@ -75,7 +75,13 @@ from typing import TYPE_CHECKING, Any, cast
 from fleet.deprecation import renamed_attributes
 from fleet.errors import ErrorInfo, JobcastError
 from fleet.framework import parse_framework_choice
-from jobcast.service.candidates import Ask, Candidate, Proposer, fallback_error
+from jobcast.service.candidates import (
+    Ask,
+    Candidate,
+    Proposer,
+    fallback_error,
+    target_columns,
+)
 from jobcast.service.e2e_route import EndToEndRoute
 from jobcast.service.feasibility import band_warning, may_not_fit, request_verdict
 from jobcast.service.forecast import NO_FORECAST, Forecast, ForecastFailure, Outcome, percent_text
@@ -516,8 +522,9 @@ class Forecaster:
 
     def _spread_floor(self, cand: Candidate) -> float:
         """The log half-width an answer from history is never narrower than (rule 4):
-        :func:`spread_floor` of the runs behind it."""
-        return spread_floor(self._runs_behind(cand), cand.relation)
+        :func:`spread_floor` of the runs behind it (read only where it can set one)."""
+        rel = cand.relation
+        return spread_floor(self._runs_behind(cand) if floors(rel) else None, rel)
 
     def _no_answer(self, ask: Ask, misses: list[JobcastError]) -> str:
         """Why nothing answered: the routes' own reasons, else what the history holds."""
@@ -531,6 +538,11 @@ class Forecaster:
                 + "; and no layerwise forecast of it")
 
 
+def floors(rel: Relation) -> bool:
+    """Whether the runs behind an answer of relation ``rel`` set a spread floor: the asked
+    system's own runs of the asked length (:func:`spread_floor`)."""
+    return rel.system == "own" and rel.lengths == "same"
+
 
 def spread_floor(rows: pd.DataFrame | None, rel: Relation) -> float:
     """The normal 90 % band of the spread between the runs behind an answer, ``1.645 sd
@@ -539,11 +551,10 @@ def spread_floor(rows: pd.DataFrame | None, rel: Relation) -> float:
     ``own``, ``lengths`` ``same``); 0 otherwise. Runs of other lengths spread by their length,
     not by chance (a line through them answers), and runs pooled over systems spread by
     system, which their kind's backtest cell has measured."""
-    if rows is None or len(rows) < 2 or rel.system != "own" or rel.lengths != "same":
+    if rows is None or len(rows) < 2 or not floors(rel):
         return 0.0
     import numpy as np
-    secs = {"job": "wall_seconds", "test": "test_seconds"}.get(rel.target, "train_seconds")
-    its = "test_iterations" if rel.target == "test" else "train_iterations"
+    secs, its = target_columns(rel.target)
     per = rows[secs].to_numpy(float) / (rows[its].to_numpy(float)
                                         * rows["batch_size"].clip(lower=1).to_numpy(float))
     per = per[np.isfinite(per) & (per > 0)]

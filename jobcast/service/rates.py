@@ -56,7 +56,14 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
-from jobcast.service.candidates import Ask, Candidate, job_details, own_scale, to_job
+from jobcast.service.candidates import (
+    Ask,
+    Candidate,
+    job_details,
+    own_scale,
+    target_columns,
+    to_job,
+)
 from jobcast.service.forecast import Forecast, Route
 from models.history import phase_shares
 from models.relation import Relation, lengths_bucket, runs_bucket
@@ -244,9 +251,7 @@ class RateRoute:
     @staticmethod
     def _columns(ask: Ask) -> tuple[str, str]:
         """(seconds, iterations) columns of the target's rate."""
-        if ask.target == "test":
-            return "test_seconds", "test_iterations"
-        return ("wall_seconds" if ask.target == "job" else "train_seconds"), "train_iterations"
+        return target_columns(ask.target)
 
     def _usable(self, ask: Ask, runs: pd.DataFrame) -> pd.Series:
         secs, its = self._columns(ask)
