@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from lib import REPO as ROOT
 from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 
 from layerwise.active import STRATEGIES, ActiveSampler, design, replay
 from layerwise.corpora.tables import load_justus
 
-ROOT = Path(__file__).resolve().parents[1]
 _STATE: dict[str, Any] = {}
 SYNTHETIC_NOTE = fill(
     "active sampling reached the test's 10 % target after 300–360 rows on all three seeds, while "
@@ -69,7 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=2, help="parallel campaign processes")
     p.add_argument("--json", nargs="?", const="-", default=None,
                    help="write results as JSON to PATH (stdout without PATH)")
-    p.add_argument("--doc", default=str(ROOT / "docs" / "active-sampling.md"),
+    p.add_argument("--doc", default=str(ROOT / "docs" / "lab" / "active-sampling.md"),
                    help="markdown report to write ('' for none)")
     p.add_argument("--from-json", default=None, metavar="PATH",
                    help="rewrite the report from a saved --json PATH without replaying")
@@ -292,7 +292,7 @@ target, so late rows hold the slower seeds only).
 
 Resolution is one round ({args.step} rows): a difference within one round is no measurable
 gain. The published conv timings have row CVs of 0.2–1.5 %
-(the noise floor); the full boosted model of `docs/layerwise-accuracy.md` (80 % of each GPU's
+(the noise floor); the full boosted model of `docs/lab/layerwise-accuracy.md` (80 % of each GPU's
 rows, 1000 rounds x 127 leaves) reaches 4.5–5 % conv MAPE on V100, P100 and GTX 1080 Ti, so
 6 % takes thousands of measured rows whatever the strategy. After {info['corr_rows']} random
 rows the ensemble's disagreement has a Spearman correlation of {info['spearman']:.2f} with its

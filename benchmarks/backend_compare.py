@@ -23,24 +23,21 @@ import json
 import math
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from fleet.quiet_tf import quiet_import  # noqa: E402
-from layerwise.backends import get_backend  # noqa: E402
-from layerwise.bench import (  # noqa: E402
+from fleet.quiet_tf import quiet_import
+from layerwise.backends import get_backend
+from layerwise.bench import (
     CSV_COLUMNS,
     TimingPlan,
     bench_row,
     campaign_configs,
     format_row,
 )
-from layerwise.layers import LAYER_TYPES, FeatureSpace  # noqa: E402
+from layerwise.layers import KINDS, FeatureSpace
 
 # A row takes ~0.1-20 ms per call here: big enough to time, small enough for 2 shared cores.
 SMALL = FeatureSpace(name="compare-small", batchsize=(1, 32), matsize=(1, 64), log_matsize=True,
@@ -82,7 +79,7 @@ def main() -> None:
     tf.config.threading.set_inter_op_parallelism_threads(1)
     torch.set_num_threads(args.threads)
     space = SMALL if args.space == "small" else args.space
-    kinds = list(LAYER_TYPES)
+    kinds = list(KINDS)
     shapes = list(campaign_configs(kinds, args.per_kind * len(kinds), args.seed, space))
     detected = {b: get_backend(b).detect("cpu") for b in BACKENDS}
     for name in BACKENDS:  # first-call costs (imports, thread pools) out of the timings

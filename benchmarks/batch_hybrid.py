@@ -1,5 +1,5 @@
 """Across batch size on held-out CaffeNet-128 logs: the hybrid route against the end-to-end
-model and a linear-in-batch rule (docs/batch-hybrid.md).
+model and a linear-in-batch rule (docs/lab/batch-hybrid.md).
 
 Data: ducha-aiki/caffenet-benchmark. History = the two logs in ``../shared/data/logs/caffe``
 (batch 512, and batch 128 killed at iteration 980); held out = every other log of
@@ -11,7 +11,7 @@ GPU, ``Using GPUs 0``), so all are ingested as ``1x GTX Titan X``; the network i
 Target: each held-out run's training seconds for its iterations (train phase; the logs' test
 passes are left out). Methods, all from the same history:
 
-* ``hybrid``: :class:`jobcast.service.hybrid.HybridRoute` (what ``Forecaster`` answers; the
+* ``hybrid``: :class:`jobcast.service.engine.hybrid.HybridRoute` (what ``Forecaster`` answers; the
   shape of the eager composition, as the Caffe stack maps);
 * ``hybrid_split``: the same with per-step and per-sample scales fitted apart
   (``BatchShapeFit(mode="split")``, not the route's default);
@@ -32,7 +32,7 @@ interpolate end-to-end); one batch size of history, each to every other.
 ``--shape-prior`` recomputes the hybrid's prior shape rate (``SHAPE_RATE_90``) from the
 measured H100 whole-network steps (imports TensorFlow for torchvision's 224-pixel AlexNet).
 
-Run: ``.venv/bin/python benchmarks/batch_hybrid.py [--out docs/batch-hybrid.md]``.
+Run: ``.venv/bin/python benchmarks/batch_hybrid.py [--out docs/lab/batch-hybrid.md]``.
 """
 
 from __future__ import annotations
@@ -46,25 +46,25 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from lib import REPO as ROOT
+from lib import SHARED
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from ingest.pipeline import IngestOptions, ingest_paths  # noqa: E402
-from ingest.store import Store  # noqa: E402
-from jobcast.service.forecaster import Forecaster  # noqa: E402
-from jobcast.service.hybrid import (  # noqa: E402
+from ingest.pipeline import IngestOptions, ingest_paths
+from ingest.store import Store
+from jobcast.service.engine.e2e_route import EndToEndRoute
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.hybrid import (
     BatchShapeFit,
     HybridRoute,
     history_from_points,
     key_points,
 )
-from jobcast.service.request import JobRequest  # noqa: E402
-from jobcast.service.routes import EndToEndRoute, LayerwiseRoute  # noqa: E402
-from models.dataset import progress_points  # noqa: E402
-from models.e2e import fit_points  # noqa: E402
+from jobcast.service.engine.request import JobRequest
+from jobcast.service.engine.routes import LayerwiseRoute
+from models.dataset import progress_points
+from models.e2e import fit_points
 
-SHARED = ROOT.parent / "shared" / "data" / "logs" / "caffe"
+CAFFE_LOGS = SHARED / "logs" / "caffe"
 HELD_OUT = Path("/work/corpora/caffenet/logs/batch_size")
 NETWORK, DEPLOYMENT = "caffenet128", "1x GTX Titan X"
 METHODS = ("hybrid", "hybrid_split", "hybrid_tf", "e2e", "linear", "proportional", "layerwise")
@@ -77,7 +77,7 @@ def load_points(held_out: Path) -> tuple[pd.DataFrame, set[str], Store]:
     tmp = tempfile.mkdtemp(prefix="batch-hybrid-")
     store = Store(f"sqlite:///{tmp}/store.db")
     over = IngestOptions(network=NETWORK, deployment=DEPLOYMENT)
-    fit = ingest_paths(store, [str(p) for p in sorted(SHARED.glob("ducha_caffenet128_*.log"))],
+    fit = ingest_paths(store, [str(p) for p in sorted(CAFFE_LOGS.glob("ducha_caffenet128_*.log"))],
                        over)
     rest = ingest_paths(store, [str(held_out)], over)
     for report in (fit, rest):

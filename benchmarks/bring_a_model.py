@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from lib import REPO as ROOT
 
 
 def readme_example() -> tuple[str, list[str]]:

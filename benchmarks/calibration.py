@@ -38,18 +38,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from lib import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from fleet.quiet_tf import quiet_import  # noqa: E402
-from ingest.pipeline import ingest_paths  # noqa: E402
-from ingest.store import Store  # noqa: E402
-from jobcast.service.scale_calibration import layerwise_observations  # noqa: E402
-from models.dataset import progress_points  # noqa: E402
-from models.e2e import choose, fit_points, forecast  # noqa: E402
-from models.scale_calibration import (  # noqa: E402
+from fleet.quiet_tf import quiet_import
+from ingest.pipeline import ingest_paths
+from ingest.store import Store
+from jobcast.service.engine.scale_calibration import layerwise_observations
+from models.dataset import progress_points
+from models.e2e import choose, fit_points, forecast
+from models.scale_calibration import (
     ScaleCalibrator,
     observed_runs,
 )

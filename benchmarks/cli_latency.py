@@ -7,7 +7,7 @@ hits all of them alike. Reported per command: the median wall seconds over the r
 spread (min-max) and the median of the per-round ratios to that round's numpy reference
 (the figure that compares across machines).
 
-Commands (``docs/cli-latency.md`` has the goals and the results):
+Commands (``docs/lab/cli-latency.md`` has the goals and the results):
 
 * ``--help`` and ``gpus``;
 * ``predict layerwise``: resnet50 on one A100, 64 per batch, 100 iterations, with no store
@@ -38,7 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from lib import REPO
+
 BIN = Path(sys.executable).parent
 DEMO_KEY = "nvidia-a100-sxm4-40gb-x8"  # a deployment the demo store has history of
 

@@ -35,25 +35,22 @@ import glob
 import json
 import math
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+import lib  # noqa: F401  (first: sys.path holds the repository and tests/)
+from k8s_series import JobRun, Node, openmetrics
+from lib import REPO as ROOT
+from prom_server import PromServer, backfill, ensure_prometheus
+from slurm_shapes import document, history
+from torch_job import run_jobs
+from typer.testing import CliRunner
 
-from k8s_series import JobRun, Node, openmetrics  # noqa: E402
-from prom_server import PromServer, backfill, ensure_prometheus  # noqa: E402
-from slurm_shapes import document, history  # noqa: E402
-from torch_job import run_jobs  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
-
-from ingest.store import Store  # noqa: E402
-from ingest.whole_job import WholeJobRun, whole_job_runs  # noqa: E402
-from jobcast.cli.app import app  # noqa: E402
-from models.whole_job import backtest, whole_job_candidate  # noqa: E402
+from ingest.store import Store
+from ingest.whole_job import WholeJobRun, whole_job_runs
+from jobcast.cli.app import app
+from models.whole_job import backtest, whole_job_candidate
 
 CORPUS = Path("/work/corpora/mlperf")
 A100_SYSTEMS = ["v0.7/NVIDIA/results/dgxa100_ngc20.06_mxnet", "v1.0/NVIDIA/results/"

@@ -1,4 +1,4 @@
-"""jobcast at a cluster's scale (issue 35, cause 5): the figures of docs/cluster-scale.md.
+"""jobcast at a cluster's scale (issue 35, cause 5): the figures of docs/lab/cluster-scale.md.
 
 A year (or three) of one cluster's ``sacct --json`` export, built by replicating a real
 job: the Slurm 22.05.9 sample in tests/data/slurm (written by tests/slurm_shapes.py's
@@ -25,7 +25,7 @@ the time goes outside the whole-job model).
 Run: ``.venv/bin/python benchmarks/cluster_scale.py --sizes 10000,100000 [--write]``
 (``--root DIR`` measures a copy of the repository instead, so edits made while it runs do
 not change what is measured; ``--write`` replaces the results section of
-docs/cluster-scale.md; raw figures go to benchmarks/results/cluster_scale.json).
+docs/lab/cluster-scale.md; raw figures go to benchmarks/results/cluster_scale.json).
 """
 
 from __future__ import annotations
@@ -42,13 +42,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from slurm_shapes import OLD, history  # noqa: E402
+import lib  # noqa: F401  (first: sys.path holds the repository and tests/)
+from lib import REPO as ROOT
+from slurm_shapes import OLD, history
 
 JOBCAST = ROOT / ".venv" / "bin" / "jobcast"
-DOC = ROOT / "docs" / "cluster-scale.md"
+DOC = ROOT / "docs" / "lab" / "cluster-scale.md"
 RESULTS = ROOT / "benchmarks" / "results" / "cluster_scale.json"
 MARK = "<!-- results: written by benchmarks/cluster_scale.py --write -->"
 CODE = ROOT  # the code measured (``--root``)
@@ -232,7 +231,7 @@ def growth(rows: list[dict]) -> dict[str, dict[str, float]]:
 
 
 def markdown(rows: list[dict], command: str) -> str:
-    """The results section of docs/cluster-scale.md."""
+    """The results section of docs/lab/cluster-scale.md."""
     lines = [f"Command: `{command}`", "",
              f"Machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python "
              f"{platform.python_version()}; SQLite stores in a temporary folder.", "",
@@ -278,7 +277,7 @@ def main() -> None:
                         help="measure the code of this copy of the repository with this "
                              "checkout's .venv (default: this checkout)")
     parser.add_argument("--write", action="store_true",
-                        help="replace the results section of docs/cluster-scale.md")
+                        help="replace the results section of docs/lab/cluster-scale.md")
     args = parser.parse_args()
     global CODE
     CODE = args.root.resolve()

@@ -40,7 +40,7 @@ import pandas as pd
 from fleet.quiet_tf import quiet_import
 from layerwise.bench import TimingPlan, bench_row, run_campaign
 from layerwise.forecast import forecast_network
-from layerwise.layers import LAYER_TYPES, layer_of
+from layerwise.layers import KINDS, layer_of
 from layerwise.network import build_application, spec_to_keras
 
 LAYERS = ["conv", "dense", "dwconv", "pool", "bn", "act", "add"]
@@ -99,7 +99,7 @@ class HgbLayerPredictor:
 
     @staticmethod
     def _features(rows: pd.DataFrame, layer: str) -> np.ndarray:
-        spec = LAYER_TYPES[layer]
+        spec = KINDS[layer]
         cols = []
         for col in (*spec.columns, "optimizer"):
             values = rows[col]
@@ -168,14 +168,14 @@ class MeasuredLayers:
     def __init__(self, plan: TimingPlan):
         self.plan = plan
         self.cache: dict[tuple, dict] = {}
-        self.known_layers = set(LAYER_TYPES)
+        self.known_layers = set(KINDS)
 
     def predict(self, rows: pd.DataFrame) -> pd.DataFrame:
         out = pd.DataFrame(index=rows.index, columns=["predicted_ms", "low_ms", "high_ms"],
                            dtype=float)
         for idx, row in rows.iterrows():
             layer = layer_of(row)
-            cols = ("layer", *LAYER_TYPES[layer].columns, "optimizer")
+            cols = ("layer", *KINDS[layer].columns, "optimizer")
             clean = {c: row[c] for c in cols if c in row.index}
             clean["layer"] = layer
             key = tuple(sorted((k, str(v)) for k, v in clean.items()))

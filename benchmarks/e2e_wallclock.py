@@ -13,9 +13,9 @@ Protocol (must-show 1 of issue 35):
   distinct ``run_start``/``run_stop`` records or a non-positive span is not scored (its reason
   is counted). Byte-identical files (a log re-filed in a later round) are one run: the first
   in round, benchmark, system and ``result_N`` order is kept.
-* **Training iterations** (what the user plans; the definition of
-  ``benchmarks/e2e_accuracy.py``: the run's train iterations = epochs trained x iterations per
-  epoch), read here from the raw records: epochs = the distinct ``epoch_num`` of the
+* **Training iterations** (what the user plans; the definition of the retired
+  ``benchmarks/e2e_accuracy.py`` of issue 22: the run's train iterations = epochs trained x
+  iterations per epoch), read here from the raw records: epochs = the distinct ``epoch_num`` of the
   ``epoch_stop`` records, else the sum of ``epoch_count`` over the closed blocks
   (``block_stop``; counts logged in samples, as UNet3D's from v3.1, are divided by
   ``samples_per_epoch``); iterations per epoch = ``ceil(D / global_batch_size)`` with ``D``
@@ -24,7 +24,7 @@ Protocol (must-show 1 of issue 35):
   submission folder of one round); every later distinct run of the system is asked. One
   history store per round (all benchmarks' history of that round), built as a user builds
   it: the product's ingest (``ingest.pipeline.ingest_paths``) of the history files, then
-  ``jobcast.service.fitting.fit_store_all`` (models, run summaries, selector).
+  ``jobcast.service.engine.fitting.fit_store_all`` (models, run summaries, selector).
 * **Asked as a user asks** (``Forecaster(store).forecast(JobRequest)``, as of the held-out
   run's ``run_start``): network (:data:`NETWORK`), the deployment as the system description
   names the GPUs (``"8x NVIDIA H100-SXM5-80GB"``, ``"2x8 ..."`` for nodes), global batch
@@ -40,7 +40,7 @@ Protocol (must-show 1 of issue 35):
   interval ``[low, high]``, and the answers whose point lies outside their own interval.
 
     nice .venv/bin/python benchmarks/e2e_wallclock.py --rounds v4.0,v4.1,v5.0 \
-        --benchmarks resnet,ssd,unet3d [--limit-systems N] --out docs/e2e-wallclock.md
+        --benchmarks resnet,ssd,unet3d [--limit-systems N] --out docs/lab/e2e-wallclock.md
 """
 
 from __future__ import annotations
@@ -60,20 +60,41 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import lib  # noqa: F401  (sys.path: the repository, tests/)
 import numpy as np
 import pandas as pd
+import sqlalchemy as sa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # e2e_accuracy, beside this file
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-
-from e2e_accuracy import corpus_runs  # beside this file
 
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
-from jobcast.service.fitting import fit_store_all
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.request import JobRequest
+from jobcast.service.engine.fitting import fit_store_all
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.request import JobRequest
+
+ROUND = r"/(v\d+\.\d+)/"
+
+
+def corpus_runs(url: str) -> pd.DataFrame:
+    """One row per stored run: source, system, deployment as named, batch, totals, wall."""
+    engine = sa.create_engine(url)
+    runs = pd.read_sql(
+        "select r.id, f.source, r.network, r.deployment, r.accelerator, "
+        "r.accelerators_per_node as per_node, r.nodes, r.batch_size, r.start_time, r.meta "
+        "from runs r join files f on r.file_id = f.id", engine)
+    segs = pd.read_sql("select run_id, phase, iterations, seconds from segments", engine)
+    tot = segs.groupby(["run_id", "phase"])[["iterations", "seconds"]].sum().unstack(fill_value=0)
+    tot.columns = [f"{a}_{b}" for a, b in tot.columns]
+    runs = runs.join(tot, on="id")
+    meta = runs.pop("meta").map(json.loads)
+    runs["system"] = meta.map(lambda m: " ".join(str(m.get("system") or "").split()))
+    runs["wall"] = meta.map(lambda m: (m["run_stop"] - m["run_start"])
+                            if m.get("run_stop") and m.get("run_start") else np.nan)
+    runs["round"] = runs["source"].str.extract(ROUND, expand=False).fillna("")
+    runs["n"] = runs["source"].str.extract(r"result_(\d+)", expand=False).astype(float)
+    return runs[(runs["system"] != "") & (runs.get("iterations_train", 0) > 0)]
+
 
 MIRRORS = Path("/work/.mirror")
 FOLDERS = {"resnet": "resnet", "ssd": "ssd", "retinanet": "ssd", "unet3d": "unet3d",

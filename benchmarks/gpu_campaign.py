@@ -12,15 +12,13 @@ and prints a line per 250 rows and a summary per kind and precision at the end.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import lib  # noqa: F401  (sys.path: the repository, tests/)
 
 from layerwise.backends import TimingPlan
 from layerwise.bench import run_campaign
-from layerwise.layers import LAYER_TYPES
+from layerwise.layers import KINDS
 
 
 def main() -> None:
@@ -43,7 +41,7 @@ def main() -> None:
                   f"{row['layer']} {row['precision']} {row['status']} "
                   f"{row.get('time_ms_median', '')}", flush=True)
 
-    result = run_campaign(args.out, list(LAYER_TYPES), args.samples, seed=args.seed,
+    result = run_campaign(args.out, list(KINDS), args.samples, seed=args.seed,
                           space=args.space, device=args.device, plan=plan,
                           max_seconds=60.0 * args.minutes, progress=progress,
                           backend="torch", precisions=args.precisions.split(","))

@@ -12,7 +12,7 @@ Four questions, each answered on data the model did not see:
    layerwise forecasts (zoo decomposition) without the H100 rows and the TensorFlow composition,
    and with them and a PyTorch composition fitted leaving the network out.
 
-    .venv/bin/python benchmarks/gpu_fold_in.py [--justus-rows 80000] [--out docs/gpu-fold-in.md]
+    .venv/bin/python benchmarks/gpu_fold_in.py [--justus-rows 80000] [--out docs/lab/gpu-fold-in.md]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from lib import REPO as ROOT
 
 import layerwise.forecast  # noqa: F401  (load every module now, not mid-run)
 from layerwise.compose import Composition
@@ -40,7 +41,6 @@ from layerwise.corpora.tables import (
 )
 from layerwise.efficiency import EfficiencyPredictor, chip_of
 
-ROOT = Path(__file__).resolve().parents[1]
 H100 = "H100 SXM5"
 
 
@@ -86,7 +86,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--justus-rows", type=int, default=80000)
     ap.add_argument("--max-iter", type=int, default=200)
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "gpu-fold-in.md")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "lab" / "gpu-fold-in.md")
     args = ap.parse_args()
     started = time.perf_counter()
     base = [load_justus(max_rows=args.justus_rows), load_neusight()]

@@ -12,7 +12,7 @@ processes), each repetition into a fresh SQLite store, medians reported:
 Besides wall seconds it reports CPU seconds of this process and of the pool's processes (read
 from /proc: the forkserver and the workers it reaped), so a loaded machine can be told apart
 from a slow ingest. Results go to stdout as Markdown and, with ``--write``, replace the
-results section of docs/ingest-throughput.md.
+results section of docs/lab/ingest-throughput.md.
 
     .venv/bin/python benchmarks/ingest_throughput.py [--mlperf PATH ...] [--lambda PATH ...]
         [--only mlperf|lambda] [--reps 3] [--workers N] [--skip-per-file] [--write]
@@ -30,19 +30,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from lib import REPO as ROOT
+from lib import SHARED
 
-from ingest.parallel import default_workers  # noqa: E402
-from ingest.parsers import side_file  # noqa: E402
-from ingest.pipeline import discover, ingest_paths  # noqa: E402
-from ingest.store import Store  # noqa: E402
+from ingest.parallel import default_workers
+from ingest.parsers import side_file
+from ingest.pipeline import discover, ingest_paths
+from ingest.store import Store
 
-SHARED = ROOT.parent / "shared" / "data"
 DEFAULT_MLPERF = SHARED / "logs" / "mlperf"
 CORPUS_LAMBDA = Path("/work/corpora/lambda/logs")
 DEFAULT_LAMBDA = CORPUS_LAMBDA if CORPUS_LAMBDA.is_dir() else SHARED / "lambda"
-DOC = ROOT / "docs" / "ingest-throughput.md"
+DOC = ROOT / "docs" / "lab" / "ingest-throughput.md"
 MARK = "<!-- results: written by benchmarks/ingest_throughput.py --write -->"
 TICK = os.sysconf("SC_CLK_TCK")
 

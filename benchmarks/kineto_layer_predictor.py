@@ -24,13 +24,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from lib import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from layerwise.kineto import trace_rows  # noqa: E402
-from layerwise.layers import LAYER_TYPES  # noqa: E402
+from layerwise.kineto import trace_rows
+from layerwise.layers import KINDS
 
 TRAIN_WORK = 3.0  # a training row: forward + input and weight gradients
 MIN_ROWS = 20  # LayerPredictor(min_rows=20): fewer rows of a layer type cannot be fitted
@@ -38,7 +35,7 @@ MIN_ROWS = 20  # LayerPredictor(min_rows=20): fewer rows of a layer type cannot 
 
 def work_flops(rows: pd.DataFrame) -> pd.Series:
     """FLOPs of each row's work (forward FLOPs of its kind, x3 for training rows)."""
-    flops = [LAYER_TYPES[r["layer"]].flops(r) for r in rows.to_dict("records")]
+    flops = [KINDS[r["layer"]].flops(r) for r in rows.to_dict("records")]
     factor = np.where(rows["optimizer"].astype(str) == "none", 1.0, TRAIN_WORK)
     return pd.Series(np.asarray(flops, float) * factor, index=rows.index)
 

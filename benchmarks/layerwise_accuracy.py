@@ -20,14 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
+import lib  # noqa: F401  (sys.path: the repository, tests/)
 import numpy as np
 import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from layerwise.predictor import LayerPredictor, metrics
 from layerwise.published import (

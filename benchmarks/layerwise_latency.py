@@ -26,7 +26,7 @@ Medians and p90 are reported (the machine drifts between processes); one ``-X im
 run of the CLI says where its time goes.
 
     .venv/bin/python benchmarks/layerwise_latency.py [--reps 9] [--baseline-ref HEAD] \
-        [--out docs/layerwise-latency.md]
+        [--out docs/lab/layerwise-latency.md]
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from lib import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "TF_CPP_MIN_LOG_LEVEL": "2"}
 ITERATIONS = 100  # the CLI asks for a job length (steps) since the whole job became its answer
 CPU: dict[str, list[float]] = defaultdict(list)  # CPU seconds (user + sys) of each child
@@ -58,7 +58,7 @@ def _child_cpu() -> float:
 
 HEAVY = ("pandas", "sklearn", "scipy", "sqlalchemy", "numpy", "typer", "pydantic",
          "typer._adapters", "rich.console", "jobcast.cli.mlops", "jobcast.cli.stack",
-         "jobcast.cli.app", "ingest.store_probe", "jobcast.service.forecaster",
+         "jobcast.cli.app", "ingest.store_probe", "jobcast.service.engine.forecaster",
          "layerwise.quick")
 
 
@@ -179,7 +179,7 @@ How the layerwise part got fast (issue 23):
   (`tests/test_import_budget.py`, a module-set check): the selector's judging half
   (`models.relation.SelectorCells`, the shipped prior) is plain Python, the estimators that
   need scikit-learn or SciPy (`models.selector.BacktestSelector`, the hybrid's
-  `jobcast.service.batch_shape`, `models.phase_model`, `models.whole_job`, `models.scaling`,
+  `jobcast.service.engine.batch_shape`, `models.phase_model`, `models.whole_job`, `models.scaling`,
   `models.scale_calibration`, `layerwise.compose`) are imported inside the functions that fit them
   or read a fitted one from history.
 
@@ -194,7 +194,7 @@ opened the store and read its run summaries as a DataFrame even when the store h
   foreign file, any row) takes the normal path, with its errors.
 * Where the store holds none, `jobcast predict` gives the forecaster no store, and a
   forecaster without history does not build the history routes
-  (`jobcast.service.forecaster.HISTORY_ROUTES`: they would propose and miss nothing), so the
+  (`jobcast.service.engine.forecaster.HISTORY_ROUTES`: they would propose and miss nothing), so the
   forecast loads neither pandas nor SQLAlchemy (`tests/test_import_budget.py`, module sets).
   Answers, JSON and messages are the empty store's (`tests/service/test_no_history.py`: twelve
   requests, failures among them; checked once by hand against commit `9db09e0` too: the
@@ -238,12 +238,13 @@ def main() -> None:
     ap.add_argument("--device", default="V100")
     ap.add_argument("--baseline-ref", default="HEAD",
                     help="commit whose CLI runs interleaved with this tree's ('' = none)")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "layerwise-latency.md"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "lab" / "layerwise-latency.md"))
     args = ap.parse_args()
     import layerwise.quick as quick
+
     from ingest.store import Store
-    from jobcast.service.forecaster import Forecaster
-    from jobcast.service.request import JobRequest
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.engine.request import JobRequest
     from layerwise.forecast import forecast_network
 
     load_start = os.getloadavg()

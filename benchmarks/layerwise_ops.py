@@ -14,7 +14,7 @@ own measured rows (``layerwise/data/measured``), as the shipped predictor is bui
    any fit; the H100 has this project's own (small, launch-bound) layer rows.
 3. **Justus split**: 80/20 random split of every Justus GPU's rows (NeuSight and measured rows
    all in training); test MAPE per GPU and layer, the paper's protocol. (The shipped predictor
-   answers these rows with its per-type specialist, ``docs/layerwise-accuracy.md``.)
+   answers these rows with its per-type specialist, ``docs/lab/layerwise-accuracy.md``.)
 4. ``--parts justus``: Justus, leave one GPU out (conv and dense).
 5. ``--parts levels``: NeuSight linear, leave one GPU out, ``after`` only: per GPU the bias by
    FLOP band, the large GEMMs' efficiency under the roofline, and the MAPE left if each GPU's
@@ -22,7 +22,7 @@ own measured rows (``layerwise/data/measured``), as the shipped predictor is bui
    how much the shape of its errors.
 
     .venv/bin/python benchmarks/layerwise_ops.py [--justus-rows 60000] [--max-iter 150] \
-        [--parts neusight,unseen,split] [--out docs/layerwise-ops.md]
+        [--parts neusight,unseen,split] [--out docs/lab/layerwise-ops.md]
 
 Figures: MAPE and median absolute percentage error (%), coverage of the 90 % interval (%).
 """
@@ -36,13 +36,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from lib import REPO as ROOT
 
 from layerwise.corpora.tables import load_justus, load_measured, load_neusight
 from layerwise.efficiency import EfficiencyPredictor, chip_of
 from layerwise.roofline import physics_frame
 from layerwise.sources import kind_rows
 
-ROOT = Path(__file__).resolve().parents[1]
 UNSEEN = ROOT / "benchmarks" / "data" / "neusight_unseen_gpus.csv.gz"
 NEUSIGHT_ANCHORS = {"linear": "13.9 % (roofline 27.8 %)", "elementwise": "19.3 % (26.1 %)",
                     "softmax": "13.9 % (32.4 %)"}
@@ -271,7 +271,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--justus-rows", type=int, default=60000,
                     help="Justus rows used (random subsample; 0 = all 325k)")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "layerwise-ops.md"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "lab" / "layerwise-ops.md"))
     ap.add_argument("--max-iter", type=int, default=150)
     ap.add_argument("--parts", default="neusight,unseen,split")
     ap.add_argument("--configs", default="before,after")

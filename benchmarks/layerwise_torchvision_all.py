@@ -14,24 +14,20 @@ Needs torchvision (not in the project's venv; see ``../shared/NOTES.md``, 2026-1
 
     PYTHONPATH=. /path/to/venv-with-torchvision/bin/python benchmarks/layerwise_torchvision_all.py
 
-Writes ``docs/layerwise-torchvision-all.md``. Each network is traced once: the benchmark
+Writes ``docs/lab/layerwise-torchvision-all.md``. Each network is traced once: the benchmark
 keeps the traced network for its forecasts (a cache around :func:`layerwise.quick.network_rows`).
 """
 
 from __future__ import annotations
 
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from lib import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-DOC = ROOT / "docs" / "layerwise-torchvision-all.md"
+DOC = ROOT / "docs" / "lab" / "layerwise-torchvision-all.md"
 BATCH = 12
 SIDES = {"inception_v3": 299}  # torchvision's own input side where 224 does not build
 
@@ -58,7 +54,7 @@ def pytorch_params(name: str) -> int:
 def cached_rows():
     """Patch :func:`layerwise.quick.network_rows` to keep each traced network (by reference,
     batch, optimizer, framework); returns the cache."""
-    from layerwise import quick
+    from layerwise.pricing import batch as quick
 
     original, cache = quick.network_rows, {}
 
@@ -149,7 +145,7 @@ are compared with `sum(p.numel())` of the same builder.
 Where `torchvision_bench` measured the network (RTX 2080 Ti, TITAN RTX, A100, TITAN Xp; fp32
 and pure fp16; batch 12; forward + loss + backward), the product's answer (shipped predictor,
 which was fitted on those same measurements: this is a check of the traced route, not a
-transfer figure; `docs/layerwise-transfer.md` has those) is compared with the measured step.
+transfer figure; `docs/lab/layerwise-transfer.md` has those) is compared with the measured step.
 """
 
 

@@ -36,14 +36,14 @@ without FP16 tensor cores in it too; scored by the pooled MAPE of both splits an
 frameworks (:func:`class_candidates`).
 
 A last section tries the memory-bound kinds (batch norm, pooling, activations, adds) priced
-from PROFET's op times by :mod:`layerwise.membound` (held out: its model refitted without the
+from PROFET's op times by :mod:`lib.membound` (held out: its model refitted without the
 GPU or generation predicted, :func:`held_out_membound`); not shipped (see the reading).
 
 Run (2-5 minutes on two cores)::
 
     .venv/bin/python benchmarks/layerwise_transfer.py [--no-doc]
 
-Writes ``docs/layerwise-transfer.md`` (the sections this script owns; text written after
+Writes ``docs/lab/layerwise-transfer.md`` (the sections this script owns; text written after
 seeing the figures is in :data:`READING`).
 """
 
@@ -51,38 +51,31 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from lib import REPO as ROOT
+from lib import md, membound
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from layerwise_networks_v3 import md  # noqa: E402  (this folder, sys.path[0] of a script)
-
-from layerwise import membound  # noqa: E402
-from layerwise.corpora.network_fit import (  # noqa: E402
+from layerwise.corpora.network_fit import (
     SHIPPED_FORMS,
     decomposable,
     lambda_targets,
     leave_one_out,
     network_sums,
-    reprice_memory_bound,
 )
-from layerwise.corpora.profet import (  # noqa: E402
+from layerwise.corpora.profet import (
     NOT_THE_ZOOS,
     decomposable_sizes,
     profet_targets,
 )
-from layerwise.corpora.tables import shared_data_dir  # noqa: E402
-from layerwise.corpora.torchvision_bench import pytorch_targets  # noqa: E402
-from layerwise.efficiency import chip_of  # noqa: E402
+from layerwise.corpora.tables import shared_data_dir
+from layerwise.corpora.torchvision_bench import pytorch_targets
+from layerwise.efficiency import chip_of
 
-DOC = ROOT / "docs" / "layerwise-transfer.md"
+DOC = ROOT / "docs" / "lab" / "layerwise-transfer.md"
 HALF = ("fp16", "bf16", "fp16-pure")
 SPLITS = (("chip", "one GPU out"), ("generation", "one generation out"))
 FAMILIES = (("plain conv", r"(vgg|alexnet|squeezenet)"),
@@ -140,7 +133,7 @@ def priced(targets: dict[str, pd.DataFrame], predictor) -> dict[str, pd.DataFram
     """network_sums per framework, with generation and family columns."""
     out = {}
     for fw, frame in targets.items():
-        sums = network_sums(frame, predictor, framework=fw)
+        sums = network_sums(frame, predictor, framework=fw, extra=membound.kind_work_column)
         sums["generation"] = sums["gpu"].map(generation)
         sums["family"] = sums["network"].map(family)
         out[fw] = sums
@@ -182,11 +175,11 @@ def held_out_membound(frame: pd.DataFrame, by: str, fw_sums: pd.DataFrame, form:
     parts = []
     if others:
         model = membound.fit(frame, *candidate)
-        parts.append(leave_one_out(reprice_memory_bound(fw_sums, model), by=by, form=form,
+        parts.append(leave_one_out(membound.reprice_memory_bound(fw_sums, model), by=by, form=form,
                                    groups=others))
     for g in mine:
         model = membound.fit(frame[frame[col] != g], *candidate)
-        parts.append(leave_one_out(reprice_memory_bound(fw_sums, model), by=by, form=form,
+        parts.append(leave_one_out(membound.reprice_memory_bound(fw_sums, model), by=by, form=form,
                                    groups=[g]))
     rows = pd.concat(parts, ignore_index=True)
     return rows[np.isfinite(rows["pred_ms"])]

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
+import lib  # noqa: F401  (sys.path: the repository, tests/)
 import torch
 from torch import nn
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from layerwise.memory import GIB, estimate_memory, network_layers
 from layerwise.memory_measure import measure_step

@@ -43,15 +43,15 @@ from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from lib import REPO as ROOT
+from lib import SHARED
 
-from ingest.events import ParseError  # noqa: E402
-from ingest.parsers import ParseOverrides, registered  # noqa: E402
-from ingest.parsers import mlperf as new_parser  # noqa: E402
-from ingest.pipeline import discover, parse_data  # noqa: E402
+from ingest.events import ParseError
+from ingest.parsers import ParseOverrides, registered
+from ingest.parsers import mlperf as new_parser
+from ingest.pipeline import discover, parse_data
 
-DEFAULT_CORPUS = ROOT.parent / "shared" / "data" / "logs" / "mlperf"
+DEFAULT_CORPUS = SHARED / "logs" / "mlperf"
 PACKAGE = "ingest/parsers/mlperf"
 _RESULT = re.compile(r"result_.*\.txt")
 

@@ -20,12 +20,12 @@ import sys
 import time
 from pathlib import Path
 
+import lib  # noqa: F401  (sys.path: the repository, tests/)
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from layerwise.predictor import DEFAULT_DIR, LayerPredictor
+from layerwise.predictor import LayerPredictor
+from layerwise.pricing import SHIPPED_DIR
 from layerwise.published import load_published
 
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  fit {name:7s}{extra}: median {statistics.median(values):7.2f} s "
               f"(min {min(values):.2f}, max {max(values):.2f})")
 
-    load_times = [timed(lambda: LayerPredictor.load(DEFAULT_DIR)) for _ in range(args.rounds)]
+    load_times = [timed(lambda: LayerPredictor.load(SHIPPED_DIR)) for _ in range(args.rounds)]
     print(f"load shipped predictor (warm process): median "
           f"{statistics.median(load_times) * 1e3:.1f} ms")
     cold = (
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{statistics.median(float(r[0]) for r in cold_runs) * 1e3:.0f} ms; "
           f"tensorflow imported: {cold_runs[0][1]}")
 
-    shipped = LayerPredictor.load(DEFAULT_DIR)
+    shipped = LayerPredictor.load(SHIPPED_DIR)
     batches = {n: rows.sample(n=n, random_state=n) for n in (1, 100, 10000)}
     lat: dict[int, list[float]] = {n: [] for n in batches}
     for _ in range(args.rounds):
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{statistics.median(theirs) * 1e3:.0f} ms, ratio "
           f"{statistics.median(ours) / statistics.median(theirs):.1f}x; max |diff| "
           f"{np.abs(forest.predict(probe) - model.predict(probe)).max():.2e}")
-    size = sum(f.stat().st_size for f in DEFAULT_DIR.iterdir())
+    size = sum(f.stat().st_size for f in SHIPPED_DIR.iterdir())
     print(f"shipped predictor size: {size / 1e6:.2f} MB")
     pd.set_option("display.width", 120)
     return 0

@@ -12,7 +12,8 @@ starts it; Debian ``prometheus`` is installed if missing). Then:
    Prometheus traces and, separately, from their logs; both forecast the held-out job's
    train and validation time. Reported: each source's error against the job's actual time
    and how far the two forecasts are apart.
-3. ETA over a live job's life: one more job, longer, scraped live; ``jobcast.service.eta`` (models
+3. ETA over a live job's life: one more job, longer, scraped live; ``jobcast.service.features.eta``
+(models
    fitted from the Prometheus history) is asked every second; the error of its predicted
    finish, as a share of the job's duration, by progress, and how often the 90 % interval
    held the actual finish.
@@ -26,16 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from prom_server import (  # noqa: E402
+import lib  # noqa: F401  (first: sys.path holds the repository and tests/)
+from lib import REPO as ROOT
+from prom_server import (
     PromServer,
     ensure_prometheus,
     free_port,
@@ -43,13 +41,13 @@ from prom_server import (  # noqa: E402
     start_keras_jobs,
 )
 
-from ingest.pipeline import ingest_paths  # noqa: E402
-from ingest.prometheus import PrometheusClient, PrometheusError, ingest_prometheus  # noqa: E402
-from ingest.store import Store  # noqa: E402
-from jobcast.service.eta import estimate_eta, fetch_job  # noqa: E402
-from jobcast.service.forecaster import Forecaster  # noqa: E402
-from jobcast.service.request import JobRequest  # noqa: E402
-from models.e2e import fit_store  # noqa: E402
+from ingest.pipeline import ingest_paths
+from ingest.prometheus import PrometheusClient, PrometheusError, ingest_prometheus
+from ingest.store import Store
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.request import JobRequest
+from jobcast.service.features.eta import estimate_eta, fetch_job
+from models.e2e import fit_store
 
 BINS = [(0.0, 0.1), (0.1, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 0.9), (0.9, 1.0)]
 

@@ -33,14 +33,12 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-from layerwise.bench import TimingPlan, campaign_configs  # noqa: E402
-from layerwise.layers import LAYER_TYPES, FeatureSpace  # noqa: E402
-from layerwise.ray_campaign import bench_chunk, run_ray_campaign  # noqa: E402
+from layerwise.bench import TimingPlan, campaign_configs
+from layerwise.layers import KINDS, FeatureSpace
+from layerwise.ray_campaign import bench_chunk, run_ray_campaign
 
 # Small shapes: a row takes ~5-30 ms on one core, so 2,400 rows fit in a few minutes on 2.
 SMALL = FeatureSpace(name="ray-small", batchsize=(1, 16), matsize=(1, 64), log_matsize=True,
@@ -48,7 +46,7 @@ SMALL = FeatureSpace(name="ray-small", batchsize=(1, 16), matsize=(1, 64), log_m
                      channels=(1, 128), dense_dim=(1, 1024), log_dense_dim=True,
                      max_flops=1e8, max_bytes=5e7)
 PLAN = TimingPlan(warmup=1, reps=3, runs=2)
-LAYERS = list(LAYER_TYPES)
+LAYERS = list(KINDS)
 SEED = 0
 
 

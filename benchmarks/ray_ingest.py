@@ -20,14 +20,14 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from lib import REPO
+
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-from ingest.pipeline import IngestReport, discover, ingest_paths  # noqa: E402
-from ingest.ray_ingest import FILES_PER_TASK, ingest_paths_ray, stored_runs  # noqa: E402
-from ingest.store import Store  # noqa: E402
+from ingest.pipeline import IngestReport, discover, ingest_paths
+from ingest.ray_ingest import FILES_PER_TASK, ingest_paths_ray, stored_runs
+from ingest.store import Store
 
 DEFAULT_LOGS = REPO.parent / "shared" / "data" / "logs"
 

@@ -30,7 +30,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -38,18 +37,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from lib import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from ingest.pipeline import ingest_paths  # noqa: E402
-from ingest.store import Store  # noqa: E402
-from jobcast.mlops.pyfunc_model import jobs_frame  # noqa: E402
-from jobcast.mlops.registry import default_predictor_dir, register_forecaster  # noqa: E402
-from jobcast.mlops.serving import serve_argv, serve_env  # noqa: E402
-from models.e2e import fit_store, load_models  # noqa: E402
+from ingest.pipeline import ingest_paths
+from ingest.store import Store
+from jobcast.mlops.pyfunc_model import jobs_frame
+from jobcast.mlops.registry import default_predictor_dir, register_forecaster
+from jobcast.mlops.serving import serve_argv, serve_env
+from models.e2e import fit_store, load_models
 
 
 def free_port() -> int:

@@ -63,17 +63,16 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+from lib import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from ingest.pipeline import ingest_paths  # noqa: E402
-from ingest.store import Store  # noqa: E402
-from jobcast.mlops.auth import create_token, revoke_token  # noqa: E402
-from jobcast.mlops.registry import register_forecaster  # noqa: E402
-from models.e2e import fit_store, load_models  # noqa: E402
+from ingest.pipeline import ingest_paths
+from ingest.store import Store
+from jobcast.mlops.auth import create_token, revoke_token
+from jobcast.mlops.registry import register_forecaster
+from models.e2e import fit_store, load_models
 
 NETWORKS = ("resnet50", "vgg16", "mobilenetv2", "inceptionv3", "alexnet", "googlenet")
 DEVICES = ("V100", "T4", "A100", "H100")

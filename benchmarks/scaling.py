@@ -25,7 +25,7 @@ runs, so mechanisms are scored by ratios to the layerwise 1-GPU step and by movi
 step to another GPU count of the same submission. Last, the must-show table: N-GPU steps by
 each source's mechanism beside "same step as on one GPU".
 
-    .venv/bin/python benchmarks/scaling.py [--out docs/scaling.md] [--save-model]
+    .venv/bin/python benchmarks/scaling.py [--out docs/lab/scaling.md]
         [--store sqlite:////work/stores/prior3.db | --store none]
 """
 
@@ -36,95 +36,29 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from lib import REPO as ROOT
 
 from fleet.deployment import Deployment
-from layerwise.corpora.lambda_runs import read_lambda
-from layerwise.corpora.network_fit import synthetic_training
+from jobcast.service.features.shipped_build import (
+    lambda_scaling_targets,
+    torch_leave_one_out,
+    torch_scaling_targets,
+)
 from layerwise.corpora.tables import shared_data_dir
-from layerwise.efficiency import chip_of
 from layerwise.forecast import forecast_network
-from layerwise.network import decompose
-from models.replicated import DataParallelScaling
-from models.scaling import allreduce_ms, data_parallel_step, weight_tensors
-from models.torch_parallel import DataParallelFit, gradient_allreduce_ms
-
-ROOT = Path(__file__).resolve().parents[1]
-KEYS = ["system", "gpu", "precision", "network", "batch_per_gpu"]
-
-
-def targets(root: Path) -> pd.DataFrame:
-    frame, _ = read_lambda(root)
-    part = frame.loc[synthetic_training(frame)].assign(
-        step_ms=lambda f: f["step_seconds"] * 1000.0)
-    med = part.groupby([*KEYS, "gpu_count", "nvlink"], as_index=False)["step_ms"].median()
-    one = med[med["gpu_count"] == 1][[*KEYS, "step_ms"]].rename(columns={"step_ms": "step1_ms"})
-    out = med[med["gpu_count"] > 1].merge(one, on=KEYS)
-    nets = {n: decompose(n, batch_size=1) for n in out["network"].unique()}
-    params = {n: net.params for n, net in nets.items()}
-    out["tensors"] = out["network"].map({n: weight_tensors(net) for n, net in nets.items()})
-    ar = []
-    for r in out.itertuples(index=False):
-        dep = Deployment(str(r.gpu), int(r.gpu_count), 1, "nvlink" if r.nvlink else "")
-        ar.append(allreduce_ms(params[r.network], str(r.precision), dep))
-    out["allreduce_ms"] = ar
-    out["gpus"] = out["gpu_count"]
-    out["chip"] = out["gpu"].map(chip_of)
-    return out
+from models.replicated import fit_all_runs, held_out_steps
+from models.scaling import data_parallel_step
+from models.torch_parallel import DataParallelFit
 
 
 def leave_one_model_out(data: pd.DataFrame, step1: str) -> pd.Series:
     """N-GPU step from the ``step1`` column, by a model fitted (on measured 1-GPU steps) on the
-    other GPU models' runs."""
-    pred = pd.Series(np.nan, index=data.index)
-    for chip in sorted(data["chip"].unique()):
-        train = data["chip"] != chip
-        model = DataParallelScaling().fit(data.loc[train], data.loc[train, "step_ms"])
-        pred[~train] = model.predict(data.loc[~train].assign(step1_ms=data.loc[~train, step1]))
-    return pred
-
-
-def torch_targets(root: Path) -> pd.DataFrame:
-    """torchvision_bench fp32 multi-GPU steps with their 1-GPU step, layers and all-reduce."""
-    steps = pd.read_csv(root / "steps.csv.gz")
-    steps = steps[steps["precision"] == "fp32"].assign(step_ms=lambda f: f["step_seconds"] * 1e3)
-    one = steps[steps["n_gpus"] == 1].set_index(["gpu", "network"])["step_ms"]
-    out = steps[steps["n_gpus"] > 1].copy()
-    out["step1_ms"] = [one[(g, n)] for g, n in zip(out["gpu"], out["network"], strict=True)]
-    fc = {}
-    for key in out[["gpu", "network"]].drop_duplicates().itertuples(index=False):
-        fc[tuple(key)] = forecast_network(key.network, device=key.gpu, batch_size=12,
-                                          optimizer="sgd", framework="pytorch")["layers"]
-    out["layers"] = [len(fc[(g, n)]) for g, n in zip(out["gpu"], out["network"], strict=True)]
-    out["gpus"] = out["n_gpus"]
-    params = {key: sum(float(e.get("params", 0) or 0) for e in layers)
-              for key, layers in fc.items()}
-    out["allreduce_ms"] = [gradient_allreduce_ms(params[(g, n)], Deployment(g, int(k)))
-                           for g, n, k in zip(out["gpu"], out["network"], out["gpus"],
-                                              strict=True)]
-    out["pred_ddp"] = [
-        data_parallel_step("pytorch", s1, Deployment(g, int(k)), "fp32", fc[(g, n)]).ms
-        for g, n, k, s1 in zip(out["gpu"], out["network"], out["gpus"], out["step1_ms"],
-                               strict=True)]
-    out["chip"] = out["gpu"].map(chip_of)
-    return out.reset_index(drop=True)
-
-
-def torch_leave_one_out(data: pd.DataFrame) -> tuple[pd.Series, DataParallelFit]:
-    """DataParallel steps predicted by fits that left the GPU model out; the fit on all runs
-    (its interval from those residuals)."""
-    pred = pd.Series(np.nan, index=data.index)
-    rows = data[["step1_ms", "step_ms", "gpus", "layers", "allreduce_ms"]].to_dict("records")
-    for chip in sorted(data["chip"].unique()):
-        test = (data["chip"] == chip).to_numpy()
-        fit = DataParallelFit().fit([r for r, t in zip(rows, test, strict=True) if not t])
-        pred[test] = [fit.step(r["step1_ms"], r["gpus"], r["layers"], r["allreduce_ms"])[0]
-                      for r, t in zip(rows, test, strict=True) if t]
-    full = DataParallelFit().fit(rows, residuals=np.log(data["step_ms"] / pred))
-    return pred, full
+    other GPU models' runs (:func:`models.replicated.held_out_steps`)."""
+    return held_out_steps(data, step1)
 
 
 def torch_section(root: Path) -> tuple[list[str], DataParallelFit]:
-    data = torch_targets(root)
+    data = torch_scaling_targets(root)
     data["pred_dp"], full = torch_leave_one_out(data)
     for name, col in (("dp", "pred_dp"), ("ddp", "pred_ddp"), ("naive", "step1_ms")):
         data[f"ape_{name}"] = (data[col] - data["step_ms"]).abs() / data["step_ms"] * 100
@@ -174,7 +108,7 @@ all-reduce after the backward pass) for TensorFlow, and `replicated` only when `
 TensorFlow 1.x (`models.scaling.auto_strategy`); `dp` only when asked for. The answer names it
 (`details["scaling"]`: `strategy`, `mechanism`, `chosen`; the text's `data parallel:` line).
 
-Call (`jobcast/service/routes.py::_data_parallel`):
+Call (`jobcast/service/engine/routes.py::_data_parallel`):
 
 ```python
 from models.scaling import data_parallel_step, resolve_strategy
@@ -290,15 +224,13 @@ def rule_examples() -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(ROOT / "docs" / "scaling.md"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "lab" / "scaling.md"))
     ap.add_argument("--store", default="sqlite:////work/stores/prior3.db",
                     help="store with the MLPerf ResNet runs ('none': skip that section)")
     ap.add_argument("--backtest", default=None,
                     help="CSV of benchmarks/scaling_backtest.py: the before/after section")
-    ap.add_argument("--save-model", action="store_true",
-                    help="fit on all runs and write models/data/scaling.json")
     args = ap.parse_args()
-    data = targets(shared_data_dir() / "lambda")
+    data = lambda_scaling_targets(shared_data_dir() / "lambda")
     lw = {}
     for key in data[["gpu", "network", "precision", "batch_per_gpu"]].drop_duplicates() \
             .itertuples(index=False):
@@ -329,8 +261,7 @@ def main() -> None:
         layerwise_naive=("ape_layerwise_naive", "mean")).round(1)
     overall = data[["ape_history", "ape_layerwise", "ape_layerwise_auto", "ape_naive",
                     "ape_layerwise_naive"]].mean().round(1)
-    full = DataParallelScaling().fit(data, data["step_ms"], residuals=np.log(
-        data["step_ms"] / data["pred_history"]))
+    full = fit_all_runs(data)  # the shipped fit (jobcast build-shipped scaling)
     doc = ["# Data-parallel scaling per framework, leave one GPU model out\n\n",
            "Command: `.venv/bin/python benchmarks/scaling.py`\n\n", AUTO_NOTE,
            "## TensorFlow: Lambda tf_cnn_benchmarks (replicated variables)\n\n",
@@ -348,7 +279,7 @@ def main() -> None:
            f"{full.sync_['full']:.3f} / {full.sync_['half']:.3f} of the step and "
            f"{full.tensor_ms_['full']:.3f} / {full.tensor_ms_['half']:.3f} ms per weight "
            "tensor (fp32 / fp16).\n"]
-    torch_doc, dp_fit = torch_section(shared_data_dir() / "torchvision_bench")
+    torch_doc, _ = torch_section(shared_data_dir() / "torchvision_bench")
     doc += torch_doc + rule_examples()
     summary = [("TensorFlow 1.x (replicated)", "Lambda tf_cnn_benchmarks", "replicated fit, "
                 "GPU model left out, from the measured 1-GPU step", len(data),
@@ -370,8 +301,6 @@ def main() -> None:
         doc += backtest_section(Path(args.backtest))
     Path(args.out).write_text("".join(doc))
     print("".join(doc))
-    if args.save_model:
-        print("saved", full.save(), dp_fit.save())
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The layerwise and hybrid candidates' bias on multi-GPU runs, with TensorFlow's old silent
 data-parallel default (``replicated``) and with ``auto`` (``models.scaling.STRATEGIES``).
 
-Runs the store's backtest (``jobcast.service.backtest``: every system's next runs asked as a
+Runs the store's backtest (``jobcast.service.engine.backtest``: every system's next runs asked as a
 user asks, never the stack; a request names no framework, so ``tensorflow``) twice on the same
 tree, once with ``STRATEGIES["tensorflow"]`` set to ``replicated`` (before) and once as shipped
 (after), and summarises the multi-GPU rows of the ``layerwise`` and ``hybrid`` kinds per source
@@ -42,7 +42,7 @@ def main() -> None:
     args = ap.parse_args()
     import models.scaling as scaling
     from ingest.store import Store
-    from jobcast.service.backtest import backtest
+    from jobcast.service.engine.backtest import backtest
     from models.dataset import collect_points
     from models.history import run_table
 

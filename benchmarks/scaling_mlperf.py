@@ -22,7 +22,7 @@ catalog knows, 2 or more GPUs, stating a precision. The actual step is ``train_s
 train_iterations``.
 
     .venv/bin/python benchmarks/scaling_mlperf.py [--store sqlite:////work/stores/prior3.db]
-        [--out /tmp/scaling_mlperf.md]   (docs/scaling.md holds it via benchmarks/scaling.py)
+        [--out /tmp/scaling_mlperf.md]   (docs/lab/scaling.md holds it via benchmarks/scaling.py)
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ import numpy as np
 import pandas as pd
 
 from fleet.deployment import Deployment
-from jobcast.service.request import JobRequest
-from jobcast.service.routes import LayerwiseRoute, RouteMiss
+from jobcast.service.engine.request import JobRequest
+from jobcast.service.engine.routes import LayerwiseRoute, RouteMiss
 from models.variant import variant_dict
 
 MECHS = ("replicated", "allreduce", "ddp")
-ROOT = Path(__file__).resolve().parents[1]
+
 BUCKETS = [(2, 4, "2-4"), (5, 8, "8"), (9, 64, "9-64"), (65, 10**6, "65+")]
 
 

@@ -26,13 +26,15 @@ import time
 import uuid
 from pathlib import Path
 
+from lib import REPO as ROOT
+from lib import SHARED
+
 from ingest.parsers import registered
 from ingest.pipeline import IngestOptions, discover, ingest_paths, parse_file, write_parsed
 from ingest.store import Store
 from jobcast.cli.postgres import LocalPostgres
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_LOGS = ROOT.parent / "shared" / "data" / "logs" / "mlperf"
+DEFAULT_LOGS = SHARED / "logs" / "mlperf"
 
 
 def _free_port() -> int:

@@ -516,7 +516,7 @@ def register_gpu(row: Mapping[str, object]) -> GpuSpec:
     row at once (the caches are cleared); processes started before, and worker processes, do
     not. A bad row, a name already in the catalog or a spelling that clashes with another
     row's raises :class:`CatalogError` and changes nothing. Pricing the GPU is the price
-    table's business (``jobcast.service.prices``), the "Sources" of a new architecture is
+    table's business (``jobcast.service.features.prices``), the "Sources" of a new architecture is
     ``fleet/data/README.md``'s."""
     unknown = [c for c in row if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
     missing = [c for c in REQUIRED_COLUMNS if c not in row]

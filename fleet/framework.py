@@ -6,8 +6,8 @@ turns a spelling (``tf``, ``keras``, ``torch``, ``PyTorch``) into a :class:`Fram
 values (``None``, ``""``, NaN) and ``auto`` mean :data:`DEFAULT_FRAMEWORK` (``pytorch``);
 anything else raises :class:`FrameworkError` (a ``ValueError``) listing the choices.
 A request may also leave it to jobcast: :func:`parse_framework_choice` reads ``auto`` (and a
-missing value) as None, which ``jobcast.service.framework_choice`` resolves from the request's
-stack, the job's history and the network's source, else :data:`DEFAULT_FRAMEWORK`.
+missing value) as None, which ``jobcast.service.engine.framework_choice`` resolves from the
+request's stack, the job's history and the network's source, else :data:`DEFAULT_FRAMEWORK`.
 :func:`stack_framework` is the one place that reads a framework out of a history's software
 stack (its first word found in :data:`STACK_FRAMEWORKS`; Caffe calls one cuDNN/cuBLAS kernel
 per layer without a graph runtime, so it runs like eager ``pytorch``).

@@ -1,4 +1,4 @@
-"""Precision as the framework runs it, and the step arithmetic both forecast paths share.
+"""Precision as the framework runs it: what each kind of layer runs at, per framework and GPU.
 
 A request's precision is what the user set in the framework; what runs depends on the framework
 and the GPU. :func:`resolve` turns (precision, framework, GPU) into a :class:`RunPrecision`:
@@ -28,7 +28,7 @@ what was assumed. Rules:
   (``layerwise/backends/torch_timing.py``), so each priced weight layer already holds its
   casts: :data:`CASTS_IN_LAYER_PRICES` (True, shipped) launches none again. It brings the
   H100's AMP steps from +30 % to +19 % one GPU out and every PyTorch figure of section 8 of
-  ``docs/layerwise-pytorch.md`` down (fp32 and half, one GPU and one network out); one suite
+  ``docs/lab/layerwise-pytorch.md`` down (fp32 and half, one GPU and one network out); one suite
   gets worse (the H100 users' fp32 steps one network out, 17.7 -> 18.9 %). Shipped by the
   lead after seeing those figures: the rule removes a double count the timing backend
   shows, and the framework-level figures all improve.
@@ -40,7 +40,7 @@ what was assumed. Rules:
   current framework) price it in half like the rest. The cut between the old releases and
   PyTorch 2.11 was chosen after seeing the figures (section 8).
 * **Half layers no slower than the framework's fp32** (:data:`HALF_CEILING`, issue 23,
-  section 9 of ``docs/layerwise-pytorch.md``): on a GPU with TF32 tensor cores (Ampere and
+  section 9 of ``docs/lab/layerwise-pytorch.md``): on a GPU with TF32 tensor cores (Ampere and
   newer) the FP16/BF16 tensor-core peak is at least twice the TF32 and FP32 ones and a half
   tensor moves half the bytes, so a convolution or dense layer priced at fp16/bf16 costs at
   most its price at the precision the framework's ``fp32`` runs it there
@@ -58,7 +58,7 @@ what was assumed. Rules:
   without casts (cuDNN runs the half tensors with FP32 math; these GPUs have no TF32), and
   the answer says so (measured: ``torchvision_bench`` Titan Xp pure-fp16 steps are 1.2x its
   fp32 steps; Lambda's GTX 1080 Ti fp16 is slower than its fp32; issue 23,
-  ``docs/layerwise-pytorch.md`` section 7). **TensorFlow stores the half tensors**
+  ``docs/lab/layerwise-pytorch.md`` section 7). **TensorFlow stores the half tensors**
   (``--use_fp16`` / ``mixed_float16`` keep activations in FP16; cuDNN computes the
   convolutions with FP32 math): its memory-bound layers are priced at half the bytes
   (:data:`PSEUDO_HALF_FRAMEWORKS`; measured per image, Lambda's 1080 Ti fp16 step is
@@ -66,37 +66,20 @@ what was assumed. Rules:
   (1.2x), so PyTorch stays priced as FP32 throughout (chosen after seeing both figures,
   section 8).
 
-:func:`step_from_dict` is the composition's step formula on its saved dict
-(:class:`layerwise.compose.Composition`): gpu = scale[class] x layer sum, cpu = kernel_ms x
-kernels; with ``overlap_p`` > 0 the two overlap, core = (gpu^p + cpu^p)^(1/p) (eager PyTorch
-launches kernels while the GPU runs earlier ones), else core = gpu + cpu; step = core +
-step_ms. ``scale[class]`` (:func:`class_scale`): a class the dict has no scale for takes its
-:data:`CLASS_FALLBACK`'s in turn (``half`` -> ``tensor`` -> ``fp32``), so a composition
-fitted with two classes prices a half step at its ``tensor`` scale; the shipped ones have
-two (:func:`run_class`). With ``subtract_floor`` the layer sum loses the layers' per-call
-floors (each kind's smallest configuration, priced alike) before scaling. **Launch cost by
-GPU generation**: with ``year_coef`` in the dict (0 when absent) the cost per kernel is
-``kernel_ms x exp(year_coef x year)``, ``year`` = the GPU's release year in the catalog
-minus :data:`YEAR0` (:func:`year_offset`; 0 for a CPU): eager PyTorch is launch-bound at
-small batches and the host and framework that drive a GPU are about as new as the GPU.
-Imports only the catalog and the precision vocabulary (the fast path uses it).
+The launch term's year (:func:`year_offset`: the GPU's release year in the catalog minus
+:data:`YEAR0`) and the precision class (:func:`run_class`) are inputs of the one step formula,
+:mod:`layerwise.pricing.step`, which holds the backward ratios too. Imports only the catalog
+and the precision vocabulary (no numpy).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from fleet.precision import Precision, parse_precision
 
-# a memory-bound op's backward pass moves about this multiple of its forward's bytes
-BACKWARD_RATIO = {"act": 1.5, "add": 0.5, "bn": 2.0, "pool": 1.5, "dwconv": 2.0, "ln": 2.0,
-                  "softmax": 1.5, "concat": 1.0, "pad": 1.0, "dropout": 1.0}
-DEFAULT_BACKWARD_RATIO = 1.5
 STRICT = "fp32-strict"
 PURE = "fp16-pure"
 _STRICT_SPELLINGS = {"fp32-strict", "strict-fp32", "fp32-no-tf32"}  # fleet.precision's too
@@ -365,99 +348,3 @@ def cast_launches(run: RunPrecision, rows: Iterable[Mapping], training: bool,
     kernels: :func:`cast_kernels`, or 0 with ``in_layer_prices`` (the casts counted inside
     the layer prices; module rules, :data:`CASTS_IN_LAYER_PRICES`)."""
     return 0 if in_layer_prices else cast_kernels(run, rows, training)
-
-
-def _core(gpu: float, cpu: float, p: float) -> float:
-    if p <= 0 or cpu <= 0 or gpu <= 0:
-        return gpu + cpu
-    m = max(gpu, cpu)
-    return m * ((gpu / m) ** p + (cpu / m) ** p) ** (1.0 / p)
-
-
-def kernel_cost(doc: Mapping, year: Any = 0.0) -> Any:
-    """ms per priced kernel of a composition dict at ``year`` (:func:`year_offset`; a float
-    or an array): ``kernel_ms x exp(year_coef x year)`` (module rules)."""
-    coef = float(doc.get("year_coef", 0.0) or 0.0)
-    return float(doc["kernel_ms"]) * np.exp(coef * np.asarray(year, float)) if coef else \
-        float(doc["kernel_ms"])
-
-
-def class_scale(scales: Mapping[str, float], pclass: str) -> float:
-    """The layer-sum scale of precision class ``pclass`` (module rules): its own, else its
-    :data:`CLASS_FALLBACK`'s (in turn), else fp32's, else 1."""
-    c = str(pclass)
-    while c not in scales and c in CLASS_FALLBACK:
-        c = CLASS_FALLBACK[c]
-    return float(scales.get(c, scales.get("fp32", 1.0)))
-
-
-def step_array(doc: Mapping, sums: np.ndarray, kernels: np.ndarray, pclass: np.ndarray,
-               floor: np.ndarray, year: Any = 0.0) -> np.ndarray:
-    """:func:`step_from_dict`'s ms for arrays of steps (the composition fit's model)."""
-    scales = doc["scale"]
-    scale = np.array([class_scale(scales, c) for c in pclass])
-    cut = floor if doc.get("subtract_floor") else 0.0
-    gpu = scale * np.maximum(sums - cut, 0.0)
-    cpu = kernel_cost(doc, year) * kernels
-    p = float(doc.get("overlap_p", 0.0) or 0.0)
-    core = gpu + cpu
-    if p > 0:
-        m = np.maximum(np.maximum(gpu, cpu), 1e-300)
-        smooth = m * ((gpu / m) ** p + (cpu / m) ** p) ** (1.0 / p)
-        core = np.where((gpu > 0) & (cpu > 0), smooth, core)
-    return core + float(doc["step_ms"])
-
-
-def step_from_dict(doc: Mapping, sums: tuple[float, float, float], kernels: int,
-                   pclass: str, floor: float = 0.0,
-                   year: float = 0.0) -> tuple[float, float, float, float]:
-    """(ms, low, high, scale) of one step from the layer sums (module rules); with the
-    composition's ``subtract_floor`` the layers' per-call floors (``floor``, their sum) leave
-    the sums first: inside a network a layer's launch is the kernels' cost; ``year``: the
-    GPU's :func:`year_offset` (the launch cost's generation term)."""
-    scale = class_scale(doc["scale"], pclass)
-    cpu = float(kernel_cost(doc, float(year))) * kernels
-    p = float(doc.get("overlap_p", 0.0) or 0.0)
-    base = float(doc["step_ms"])
-    cut = float(floor) if doc.get("subtract_floor") else 0.0
-    ms = _core(scale * max(sums[0] - cut, 0.0), cpu, p) + base
-    low = min(ms * math.exp(float(doc["log_low"])),
-              _core(scale * max(sums[1] - cut, 0.0), cpu, p) + base)
-    high = max(ms * math.exp(float(doc["log_high"])),
-               _core(scale * max(sums[2] - cut, 0.0), cpu, p) + base)
-    return ms, low, high, scale
-
-
-def floor_queries(rows: list[dict], plan: list, queries: list[dict], training: bool,
-                  optimizer: str, precision: Any, framework: str, hw: Mapping,
-                  query: Any) -> dict[tuple[str, str], int]:
-    """Append the smallest configuration of each priced kind (its per-call floor: forward,
-    and the training step for GEMM kinds) to ``queries``; (kind, pass) -> query index."""
-    from layerwise.layers import get_layer  # the kinds: imported when a network is priced
-
-    out: dict[tuple[str, str], int] = {}
-    for i, method, _, train in plan:
-        kind = rows[i]["layer"]
-        if method != "predictor":
-            continue
-        passes = ("none", optimizer) if training and train is not None else ("none",)
-        for opt in passes:
-            if (kind, opt) in out:  # a kind's frozen rows ask no training step (pricing)
-                continue
-            minimal = get_layer(kind).minimal_row(opt)
-            out[(kind, opt)] = len(queries)
-            at = precision.for_kind(kind) if isinstance(precision, RunPrecision) else precision
-            queries.append(query(minimal, opt, at, framework, hw))  # the kind's precision
-    return out
-
-
-def entry_floor(row: dict, training: bool, gemm_train: bool, optimizer: str, ms: np.ndarray,
-                floors: dict[tuple[str, str], int]) -> float:
-    """The floor of one priced entry under the same pass rules as its time (module rules)."""
-    kind = row["layer"]
-    f = float(ms[floors[(kind, "none")]])
-    if not training:
-        return f
-    if gemm_train:
-        return float(ms[floors[(kind, optimizer)]]) + (f if row.get("grad_input", True) else 0.0)
-    return f * (1.0 + BACKWARD_RATIO.get(kind, DEFAULT_BACKWARD_RATIO))

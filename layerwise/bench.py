@@ -40,7 +40,7 @@ from layerwise.backends import (
 )
 from layerwise.errors import LayerwiseError, UnknownLayerKindError
 from layerwise.layers import (
-    LAYER_TYPES,
+    KINDS,
     TIME_COLUMNS,
     FeatureSpace,
     all_columns,
@@ -152,7 +152,7 @@ def campaign_configs(
         shape = index // per_shape
         name = layers[shape % len(layers)]
         rng = np.random.default_rng([seed, shape])
-        row = LAYER_TYPES[name].sample(rng, sp)
+        row = KINDS[name].sample(rng, sp)
         if precisions != DEFAULT_PRECISIONS:
             row["precision"] = precisions[index % per_shape]
         row.update(index=index, seed=seed, space=sp.name,
@@ -458,11 +458,11 @@ def parse_layers(text: str) -> list[str]:
     """``conv,dense,pool`` -> list (``all`` = every type); a clear error names unknown types."""
     names = [part.strip() for part in text.split(",") if part.strip()]
     if names == ["all"]:
-        return list(LAYER_TYPES)
-    unknown = [n for n in names if n not in LAYER_TYPES]
+        return list(KINDS)
+    unknown = [n for n in names if n not in KINDS]
     if unknown or not names:
         raise UnknownLayerKindError(
             f"unknown layer type(s) {', '.join(unknown) or '(none given)'}; "
-            f"known: {', '.join(LAYER_TYPES)}"
+            f"known: {', '.join(KINDS)}"
         )
     return names

@@ -25,7 +25,7 @@ turns the sum into a step time. Rules:
   ``year_coef`` fitted within [-1, 1]. Class is
   ``fp32`` or ``tensor`` (the layers holding most GEMM FLOPs on tensor cores, TF32 and half
   alike; :func:`layerwise.as_run.run_class`). A ``half`` class (FP16/BF16 on tensor cores)
-  was scored on 2026-12-03 and not shipped (``docs/layerwise-transfer.md``); a class the
+  was scored on 2026-12-03 and not shipped (``docs/lab/layerwise-transfer.md``); a class the
   composition has no scale for is priced at its fallback's
   (:data:`layerwise.as_run.CLASS_FALLBACK`: half -> tensor -> fp32), and the residual counts
   every class of :data:`layerwise.as_run.TENSOR_CLASSES` as on tensor cores; kernels counts
@@ -45,31 +45,17 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
-from layerwise.as_run import (  # noqa: F401  (precision_class: re-exported, older imports)
-    BACKWARD_RATIO,
-    DEFAULT_BACKWARD_RATIO,
-    TENSOR_CLASSES,
-    RunPrecision,
-    class_scale,
-    precision_class,
-    step_array,
-    step_from_dict,
-)
+from layerwise.as_run import TENSOR_CLASSES, RunPrecision
 from layerwise.errors import SavedPredictorError
-from layerwise.pricing import (  # noqa: F401  (rough_ms, ROUGH_INTERVAL: re-exported)
-    FLAGS,
-    OUT,
-    ROUGH_INTERVAL,
-    price_rows,
-    rough_ms,
-)
-from layerwise.residual import (
+from layerwise.pricing.residual import (
     FEATURES,
     correction,
     features,
     is_half,
     network_key,
 )
+from layerwise.pricing.rows import FLAGS, OUT, price_rows
+from layerwise.pricing.step import class_scale, step_array, step_from_dict
 
 COMPOSITION_FILE = "composition.json"
 
@@ -175,7 +161,7 @@ class Composition(BaseEstimator):
     def corrections(self, X: pd.DataFrame,
                     feats: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
         """Per row of ``X`` (``fit``'s columns): the residual's factor and source
-        (:func:`layerwise.residual.correction`; 1.0 and ``none`` without a residual);
+        (:func:`layerwise.pricing.residual.correction`; 1.0 and ``none`` without a residual);
         ``feats``: :func:`frame_features` of ``X`` when already computed."""
         doc = getattr(self, "residual_", None)
         if not doc:
@@ -263,7 +249,7 @@ def catalog_names(X: pd.DataFrame) -> np.ndarray | None:
 
 
 def frame_features(X: pd.DataFrame) -> np.ndarray:
-    """:func:`layerwise.residual.features` of each row of a whole-network frame (columns
+    """:func:`layerwise.pricing.residual.features` of each row of a whole-network frame (columns
     ``kind_ms``: a dict of priced ms per layer kind, ``kernels``, ``precision``,
     ``precision_class``, ``batch_per_gpu``)."""
     rows = [features(dict(r.kind_ms), float(r.kernels), is_half(str(r.precision)),
@@ -273,11 +259,11 @@ def frame_features(X: pd.DataFrame) -> np.ndarray:
 
 
 class NetworkResidual(BaseEstimator):
-    """The whole-network residual's fit (:mod:`layerwise.residual`'s rules): ridge of the log
-    residuals on the standardised features (``alpha``), then each (network, half) key's mean
-    leftover, one vote per GPU, shrunk by ``n / (n + shrink)``, then each (GPU, half) key's
-    mean of what is still left, one vote per network, shrunk by ``m / (m + shrink)``.
-    ``to_dict`` is what :func:`layerwise.residual.correction` reads."""
+    """The whole-network residual's fit (rules of :mod:`layerwise.pricing.residual`): ridge of
+    the log residuals on the standardised features (``alpha``), then each (network, half)
+    key's mean leftover, one vote per GPU, shrunk by ``n / (n + shrink)``, then each (GPU,
+    half) key's mean of what is still left, one vote per network, shrunk by ``m / (m + shrink)``.
+    ``to_dict`` is what :func:`layerwise.pricing.residual.correction` reads."""
 
     def __init__(self, alpha: float = 100.0, shrink: float = 1.0):
         self.alpha = alpha

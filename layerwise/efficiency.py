@@ -52,12 +52,13 @@ from layerwise.efficiency_arrays import (
 )
 from layerwise.errors import SavedPredictorError, TrainingDataError
 from layerwise.forest import Forest
-from layerwise.layers import LAYER_TYPES
+from layerwise.layers import KINDS
 from layerwise.predictor import capped_fold
+from layerwise.pricing.model import COMPOSED, PricingModel, fitted_model
 from layerwise.roofline import family_of, physics_columns
 
 __all__ = ["ACTIVATION_VALUES", "CHIP_INTERVAL_ROWS", "EfficiencyPredictor", "OUTPUT_COLUMNS",
-           "RANGE_FEATURES", "chip_of", "feature_frame"]
+           "RANGE_FEATURES", "chip_of", "efficiency_features"]
 
 CHIP_INTERVAL_ROWS = 100  # held-out rows a device needs for an interval of its own
 COVER = (0.1, 0.9)  # quantiles of a chip's own log bounds that count as covered
@@ -78,16 +79,17 @@ def _features(rows: pd.DataFrame, device_features: bool,
     return X, phys["bound_ms"]
 
 
-def feature_frame(rows: pd.DataFrame, phys: pd.DataFrame, device_features: bool | None = None,
-                  *, hardware: bool | None = None) -> pd.DataFrame:
+def efficiency_features(rows: pd.DataFrame, phys: pd.DataFrame,
+                        device_features: bool | None = None,
+                        *, hardware: bool | None = None) -> pd.DataFrame:
     """Model features (all numeric) of kind rows and their physics frame; ``device_features``:
     with the device's ``hw_*`` columns (``hardware`` is its deprecated keyword)."""
     if hardware is not None:
-        warnings.warn("feature_frame(hardware=...) is deprecated; use device_features=",
+        warnings.warn("efficiency_features(hardware=...) is deprecated; use device_features=",
                       FutureWarning, stacklevel=2)
         device_features = hardware
     if device_features is None:
-        raise TypeError("feature_frame() needs device_features (True or False)")
+        raise TypeError("efficiency_features() needs device_features (True or False)")
     names = feature_names(device_features)
     cols = {c: phys[c].to_numpy() for c in phys.columns}
     return pd.DataFrame(feature_values(names, rows.to_dict("records"), set(rows.columns), cols),
@@ -125,6 +127,8 @@ class EfficiencyPredictor(BaseEstimator):
     ``calibration_rows`` and ``calibrate_unseen`` are the deprecated names of
     ``interval_refit_rows`` and ``unseen_interval_refits`` (:mod:`layerwise.deprecated`).
     """
+
+    pricing = COMPOSED  # priced by layerwise.pricing.price_network (pricing_model())
 
     def __init__(self, max_iter: int = 400, learning_rate: float = 0.1,
                  max_leaf_nodes: int = 63, min_samples_leaf: int = 20,
@@ -170,7 +174,7 @@ class EfficiencyPredictor(BaseEstimator):
             progress: Any = None) -> EfficiencyPredictor:
         """Fit on kind rows (see :mod:`layerwise.sources`) and their measured times in ms."""
         y_ms = pd.Series(np.asarray(list(measured_ms), float), index=rows.index)
-        keep = np.isfinite(y_ms) & (y_ms > 0) & rows["layer"].astype(str).isin(list(LAYER_TYPES))
+        keep = np.isfinite(y_ms) & (y_ms > 0) & rows["layer"].astype(str).isin(list(KINDS))
         rows, y_ms = rows.loc[keep], y_ms.loc[keep]
         if rows.empty:
             raise TrainingDataError("no usable training rows (known kind, positive finite time)")
@@ -259,7 +263,7 @@ class EfficiencyPredictor(BaseEstimator):
     def known_layers(self) -> set[str]:
         """Kinds the predictor prices: every registered kind whose family has trees."""
         fams = set(getattr(self, "families_", {}))
-        return {k for k in LAYER_TYPES if family_of(k) in fams}
+        return {k for k in KINDS if family_of(k) in fams}
 
     def arrays(self) -> EfficiencyArrays:
         """The fitted model as :class:`EfficiencyArrays` (what every prediction runs on)."""
@@ -274,6 +278,12 @@ class EfficiencyPredictor(BaseEstimator):
                 self.transfer_scale, self.dual_issue)
             self._arrays = (id(self.families_), cached)
         return cached
+
+    def pricing_model(self) -> PricingModel:
+        """The model a network is priced with (:mod:`layerwise.pricing.model`): the arrays
+        and the compositions."""
+        return fitted_model(self.arrays(), getattr(self, "composition_", None),
+                            getattr(self, "framework_compositions_", None) or {})
 
     def predict_records(self, records: list[dict], columns: set[str] | None = None
                         ) -> dict[str, np.ndarray]:

@@ -42,7 +42,7 @@ from fleet.framework import FRAMEWORKS
 from fleet.names import gpu_words
 from layerwise.errors import ForecastInputError, SavedPredictorError
 from layerwise.forest import Forest, ForestGroup
-from layerwise.layers import LAYER_TYPES
+from layerwise.layers import KINDS
 from layerwise.roofline import LAUNCH_MS, family_of, physics_columns
 
 FORMAT_VERSION = 2
@@ -183,7 +183,7 @@ def feature_names(hardware: bool) -> list[str]:
     """The feature names a fit uses, in order (kinds and frameworks as registered now)."""
     names = ["log_bound", "ridge", "log_tiles_per_sm", "wave_eff", "log_m", "log_n", "log_k",
              "log_bytes", "log_bytes_l2", "weight_share", "train", "slots", "tensor"]
-    names += [f"kind_{k}" for k in LAYER_TYPES] + [f"fw_{f}" for f in FRAMEWORKS]
+    names += [f"kind_{k}" for k in KINDS] + [f"fw_{f}" for f in FRAMEWORKS]
     names += [f"act_{a}" for a in ACTIVATION_VALUES]
     if hardware:
         names += ["log_peak", "log_bandwidth", "log_tdp", "log_watts_per_tflop"]
@@ -325,7 +325,7 @@ class EfficiencyArrays:
     @property
     def known_layers(self) -> set[str]:
         """Kinds it prices: every registered kind whose family has trees."""
-        return {k for k in LAYER_TYPES if family_of(k) in self.families}
+        return {k for k in KINDS if family_of(k) in self.families}
 
     def check_kinds(self, layers: Sequence[str]) -> None:
         """Refuse (:class:`ForecastInputError`, a ``ValueError``) layer kinds this predictor

@@ -17,7 +17,7 @@ import pandas as pd
 
 from fleet.catalog import HW_KEYS, UnknownGpuError, resolve_gpu
 from layerwise.errors import LayerwiseError
-from layerwise.layers import LAYER_TYPES, OPTIMIZERS
+from layerwise.layers import KINDS, OPTIMIZERS
 
 NUMERIC_HW = tuple(k for k in HW_KEYS if k != "hw_kind")
 # Features that carry the device's identity; hardware-agnostic models drop them.
@@ -76,9 +76,9 @@ def hardware_frame(rows: pd.DataFrame) -> pd.DataFrame:
 
 def cost_frame(rows: pd.DataFrame, layer: str) -> pd.DataFrame:
     """Derived forward costs per row from the layer registry (flops, bytes, output size)."""
-    if layer not in LAYER_TYPES:
-        raise FeatureError(f"unknown layer type {layer!r}; known: {', '.join(LAYER_TYPES)}")
-    spec = LAYER_TYPES[layer]
+    if layer not in KINDS:
+        raise FeatureError(f"unknown layer type {layer!r}; known: {', '.join(KINDS)}")
+    spec = KINDS[layer]
     missing = [c for c in spec.columns if c not in rows.columns and c not in spec.flags]
     if missing:
         raise FeatureError(f"{layer} rows lack column(s): {', '.join(missing)}")
@@ -94,9 +94,9 @@ def cost_frame(rows: pd.DataFrame, layer: str) -> pd.DataFrame:
 
 def feature_frame(rows: pd.DataFrame, layer: str) -> pd.DataFrame:
     """All model features of ``rows`` (all of one layer type), one numeric column per feature."""
-    spec = LAYER_TYPES.get(layer)
+    spec = KINDS.get(layer)
     if spec is None:
-        raise FeatureError(f"unknown layer type {layer!r}; known: {', '.join(LAYER_TYPES)}")
+        raise FeatureError(f"unknown layer type {layer!r}; known: {', '.join(KINDS)}")
     feats: dict[str, pd.Series | np.ndarray] = {}
     for col in spec.columns:
         if col in spec.flags:

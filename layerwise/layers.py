@@ -6,8 +6,8 @@ channels_in, channels_out, strides, padding, use_bias, activation, optimizer, pr
 
 The layer types are the kinds of the registry in :mod:`layerwise.kinds` (one module per
 kind; conventions for shapes and costs in :mod:`layerwise.kinds.base`). This module is the
-stable entry point: ``LAYER_TYPES`` *is* the registry dict, so kinds registered later appear
-here too. Adding a layer type = one module in ``layerwise/kinds/`` + one ``register`` line.
+stable entry point: ``KINDS`` *is* the registry dict, so kinds registered later appear here
+too. Adding a layer type = one module in ``layerwise/kinds/`` + one ``register`` line.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from layerwise.kinds.space import (
     out_side,
 )
 
-LAYER_TYPES: dict[str, LayerKind] = KINDS
 get_layer = get_kind
 
 
@@ -51,7 +50,7 @@ def all_columns() -> list[str]:
     """Union of the hyper-parameter columns of every layer type, in registry order, then
     ``optimizer`` and ``precision``."""
     seen: dict[str, None] = {}
-    for spec in LAYER_TYPES.values():
+    for spec in KINDS.values():
         for col in spec.columns:
             seen.setdefault(col, None)
     for col in ("optimizer", "precision"):
@@ -60,7 +59,7 @@ def all_columns() -> list[str]:
 
 
 __all__ = [
-    "ACTIVATIONS", "LAYER_TYPES", "OPTIMIZERS", "PADDINGS", "POOL_TYPES", "SPACES",
+    "ACTIVATIONS", "KINDS", "OPTIMIZERS", "PADDINGS", "POOL_TYPES", "SPACES",
     "TIME_COLUMNS", "TRAIN_OPTIMIZERS", "FeatureSpace", "InvalidLayerConfig", "LayerKind",
     "Row", "all_columns", "get_layer", "get_space", "layer_of", "out_side",
 ]

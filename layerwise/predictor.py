@@ -27,11 +27,11 @@ from layerwise.efficiency_arrays import read_saved_doc
 from layerwise.errors import SavedPredictorError, TrainingDataError
 from layerwise.estimators import ESTIMATORS, Estimator, make_estimator
 from layerwise.features import FeatureError, feature_frame, hardware_signatures, known_device
+from layerwise.pricing.model import PER_TYPE
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-DEFAULT_DIR = Path(__file__).resolve().parent / "data" / "default_predictor"
 TIME_COLUMN = "time_ms_median"
 OUTPUT_COLUMNS = ("predicted_ms", "low_ms", "high_ms")
 ALL_MODELS = tuple(ESTIMATORS)
@@ -190,6 +190,8 @@ class LayerPredictor(BaseEstimator):
         Deprecated names of ``unseen_interval_refits`` and ``interval_refit_rows``
         (:mod:`layerwise.deprecated`).
     """
+
+    pricing = PER_TYPE  # networks priced by layerwise.per_type (fp32 only)
 
     def __init__(
         self,

@@ -34,7 +34,7 @@ import numpy as np
 from fleet.catalog import UnknownGpuError, on_catalog_change, resolve_gpu
 from fleet.precision import Precision, bytes_per_element, parse_precision
 from layerwise.errors import LayerwiseError
-from layerwise.layers import LAYER_TYPES
+from layerwise.layers import KINDS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -110,7 +110,7 @@ def _device_of(record: Mapping, p_text: str, label: Any) -> tuple[float, ...]:
 
 def _kind_costs(record: Mapping, label: Any) -> tuple[float, ...]:
     """flops, bytes_in, bytes_out, weights, gemm m/n/k of one record."""
-    kind = LAYER_TYPES[str(record["layer"])]
+    kind = KINDS[str(record["layer"])]
     try:
         gemm = kind.gemm_shape(record) or (0, 0, 0)
         return (kind.flops(record), kind.bytes_in(record), kind.bytes_out(record),
@@ -121,9 +121,9 @@ def _kind_costs(record: Mapping, label: Any) -> tuple[float, ...]:
 
 def _check_kinds(records: Sequence[Mapping], columns: set[str]) -> None:
     for name in sorted({str(r["layer"]) for r in records}):
-        kind = LAYER_TYPES.get(name)
+        kind = KINDS.get(name)
         if kind is None:
-            raise PhysicsError(f"unknown layer kind {name!r}; known: {', '.join(LAYER_TYPES)}")
+            raise PhysicsError(f"unknown layer kind {name!r}; known: {', '.join(KINDS)}")
         missing = [c for c in kind.columns if c not in columns and c not in kind.flags]
         if missing:
             raise PhysicsError(f"{name} rows lack column(s): {', '.join(missing)}")

@@ -9,7 +9,8 @@ Rules:
   built for and win on — single-layer TensorFlow fp32 conv/dense rows on a GPU among their
   training devices (Justus split: 4.5–5.8 % conv MAPE against the efficiency model's 13–15 %);
   the efficiency model answers every other row. ``model`` says which answered.
-* Network forecasts use ``network_model`` (the efficiency model alone), so a whole network is
+* Network forecasts use ``network_model`` (the efficiency model alone, handed to
+  :func:`layerwise.pricing.price_network` by ``pricing_model()``), so a whole network is
   priced the same way on every GPU and the fitted composition applies.
 * ``HybridPredictor`` is the deprecated name of :class:`EfficiencyPlusSpecialist` (issue 26:
   "hybrid" names the forecast route that mixes history and layers); it still imports, with a
@@ -29,13 +30,16 @@ from fleet.deprecation import renamed_attributes
 from fleet.precision import Precision, parse_precision
 from layerwise.efficiency import EfficiencyPredictor
 from layerwise.features import hardware_frame, hardware_signatures, signature_columns
-from layerwise.predictor import DEFAULT_DIR, LayerPredictor
+from layerwise.predictor import LayerPredictor
+from layerwise.pricing.model import COMPOSED, SHIPPED_DIR, PricingModel, fitted_model
 
 SPECIALIST_DIR = "specialist"
 
 
 class EfficiencyPlusSpecialist:
     """The efficiency model, with a per-type specialist for its home rows (module rules)."""
+
+    pricing = COMPOSED  # networks priced by the efficiency model alone (module rules)
 
     def __init__(self, efficiency: EfficiencyPredictor, specialist: LayerPredictor):
         self.efficiency = efficiency
@@ -48,6 +52,12 @@ class EfficiencyPlusSpecialist:
     def network_model(self) -> EfficiencyPredictor:
         """The model that prices whole networks: the efficiency model alone."""
         return self.efficiency
+
+    def pricing_model(self) -> PricingModel:
+        """The model a network is priced with: the efficiency model's arrays and this
+        predictor's compositions (:mod:`layerwise.pricing.model`)."""
+        return fitted_model(self.efficiency.arrays(), self.composition_,
+                            self.framework_compositions_)
 
     @property
     def known_layers(self) -> set[str]:
@@ -111,13 +121,13 @@ def load_predictor(directory: str | Path) -> Any:
 @lru_cache(maxsize=1)
 def default_predictor() -> Any:
     """The predictor shipped with jobcast (``layerwise/data/default_predictor``)."""
-    if not (DEFAULT_DIR / "efficiency.json").is_file() and \
-            not (DEFAULT_DIR / "predictor.json").is_file():
+    if not (SHIPPED_DIR / "efficiency.json").is_file() and \
+            not (SHIPPED_DIR / "predictor.json").is_file():
         raise FileNotFoundError(
-            f"the default layer predictor is missing from {DEFAULT_DIR}; "
+            f"the default layer predictor is missing from {SHIPPED_DIR}; "
             "reinstall jobcast or build it with `python -m layerwise.corpora.build_default`"
         )
-    return load_predictor(DEFAULT_DIR)
+    return load_predictor(SHIPPED_DIR)
 
 
 # ``HybridPredictor``: the deprecated name, for one release (fleet/deprecation.py)

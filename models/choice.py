@@ -1,6 +1,14 @@
-"""Which fitted model answers a request, and why (the ``chosen`` reason of a forecast).
+"""Facts about the fitted end-to-end models of a key: how each is described
+(:func:`describe_model`, a candidate's reason), which serves a named system (:func:`narrow`),
+and the models layer's own fixed-rule lookup (:func:`select`).
 
-Rules, in order (:func:`select`):
+The forecast does not call :func:`select`: the end-to-end route proposes every model that
+may answer (``jobcast.service.engine.e2e_route``) and ``jobcast.service.engine.choice`` picks the
+answer among all candidates by backtest. :func:`select` (through ``models.e2e.choose``) is for
+callers that fit and ask one model without a selector (``benchmarks/calibration.py``, the
+models' own tests); its reason reads like a forecast's ``chosen``, but no forecast quotes it.
+
+Rules of :func:`select`, in order:
 
 1. **Key**: models of the network, deployment and phase (and stack, compared by
    ``stack_key``, when the request names one).
@@ -98,7 +106,8 @@ def select(
     variant: Mapping[str, str] | str | None = None,
     system: str | None = None,
 ) -> Choice:
-    """The model for a request and why (see the module rules); NoModelError when none."""
+    """The model the fixed rules (module rules) give a request, and why; NoModelError when
+    none. Not the forecast's choice (``jobcast.service.engine.choice``)."""
     wanted = None if stack is None else stack_key(stack)
     matches = [
         m for m in models

@@ -193,7 +193,7 @@ class FitReport:
 
 def check_form(form: str) -> None:
     """``form`` must be ``auto`` or one of :data:`models.phase_model.FORMS` (ValueError)."""
-    from models.phase_model import FORMS
+    from models.phase_curve import FORMS
     if form != "auto" and form not in FORMS:
         raise ValueError(f"unknown form {form!r}; choose auto or one of {sorted(FORMS)}")
 

@@ -7,7 +7,7 @@ more), each system also gets a model:
 
 * **own**: a system with at least ``MIN_SOLID_POINTS`` progress points (one run of an MLPerf
   log has dozens) is fitted on its own runs only: history of the same system wins. Measured on
-  the held-out MLPerf corpus with one run of history per system (docs/e2e-accuracy.md), its
+  the held-out MLPerf corpus with one run of history per system (docs/lab/e2e-accuracy.md), its
   own one-run fit was off 0.23 % on systems sharing their key, its level on the pooled shape
   shrunk toward the pooled model 1.79 %: the shape of time within a system's own run tells
   more than other systems' shape;
@@ -47,7 +47,8 @@ import pandas as pd
 from scipy import stats
 
 from fleet.errors import JobcastError, bug_info
-from models.phase_model import COVERAGE, MIN_SOLID_POINTS, PhaseTimeModel
+from models.phase_curve import COVERAGE, MIN_SOLID_POINTS
+from models.phase_model import PhaseTimeModel
 
 MIN_SPREAD_SAMPLES = 3
 DEFAULT_TAU = 0.25  # log spread of systems around a pooled model when nothing measures it

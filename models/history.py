@@ -1,6 +1,6 @@
 """Run summaries: one row per stored run with its phase totals and whole-job times.
 
-The rate candidates (``jobcast.service.candidates``), the whole-job forecast and the backtest
+The rate candidates (``jobcast.service.engine.candidates``), the whole-job forecast and the backtest
 read a system's history from this table instead of the progress points: it is small enough to
 ship with a registered forecaster and is saved by ``jobcast fit`` (artifact ``history``).
 

@@ -1,7 +1,7 @@
 """What a job will do: its training steps and the evaluation passes it asks for.
 
-The steps a request implies (``jobcast.service.candidates.phase_steps``) are a plan's; the
-whole-job forecast that prices them is the service's (``jobcast.service.candidates``).
+The steps a request implies (``jobcast.service.engine.candidates.phase_steps``) are a plan's; the
+whole-job forecast that prices them is the service's (``jobcast.service.engine.candidates``).
 A :class:`JobPlan` checks its numbers when it is made and raises ``ValueError`` (which the
 CLI and the service report as the job's error) unless: every number is finite; the batch
 sizes are whole numbers in 1 .. :data:`~ingest.validate.MAX_BATCH_SIZE` (the bound stored

@@ -11,7 +11,7 @@ total: within a run the late points, the totals a job plan needs, dominate over 
 first steps, and across runs a run of 80 hours does not outweigh one of 30 seconds (with
 seconds alone, ``"absolute"``, three CaffeNet batch-1 runs of 3 to 78 hours pinned the
 one-off cost of a model also fitted on 1,000-step runs and put its forecasts 35 to 107 times
-too high; runs of one length, as MLPerf's, fit the same either way: docs/batch-hybrid.md).
+too high; runs of one length, as MLPerf's, fit the same either way: docs/lab/batch-hybrid.md).
 ``"relative"`` weights rows by 1/t instead (measured worse on the MLPerf logs: see
 docs/results.md). Each
 point also weighs the share of its run's iterations it covers, so every run counts the same
@@ -21,7 +21,7 @@ times the whole curve of its run (default 1): the curve gives the shape (one-off
 cost per step), the totals a forecast is about pin the level. Without it a curve that bends (a
 slow first epoch, evaluation pauses) misses the totals by a few % (3.7 % cross-validated on
 one MLPerf system whose runs all had the same length; the naive seconds-per-step rule: 0.2 %;
-measured across weights in docs/e2e-accuracy.md). ``total_weight=0`` is the plain curve fit.
+measured across weights in docs/lab/e2e-accuracy.md). ``total_weight=0`` is the plain curve fit.
 
 Timestamp resolution: ``X`` may carry ``clock_resolution_s`` per row (a point's time is
 uncertain by +- that much). A point's squared error then also weighs
@@ -50,15 +50,13 @@ import pandas as pd
 from scipy import optimize, stats
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from models.phase_curve import (  # noqa: F401  (one definition, there; re-exported here)
-    COVERAGE,
+from models.phase_curve import (
     FORMS,
     MIN_HALF_WIDTH,
     MIN_RUNS,
     MIN_SOLID_POINTS,
     PhaseCurve,
     _design,
-    _log_distance,
 )
 
 _BOUNDING_FORMS = {"per_sample": "per_iteration", "per_iteration": "per_sample"}

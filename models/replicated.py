@@ -1,5 +1,6 @@
 """TensorFlow 1.x replicated variables: the N-GPU step from the 1-GPU step, fitted on the Lambda
-tf_cnn_benchmarks logs (``benchmarks/scaling.py``); the ``replicated`` mechanism of
+tf_cnn_benchmarks logs (:func:`fit_all_runs`; built by ``jobcast build-shipped scaling``, scored
+by ``benchmarks/scaling.py``); the ``replicated`` mechanism of
 :func:`models.scaling.data_parallel_step` (which imports this module only for that mechanism,
 so the other mechanisms load neither scikit-learn nor pandas).
 
@@ -149,6 +150,26 @@ class DataParallelScaling(BaseEstimator):
         except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: bad scaling file ({exc})") from None
         return model
+
+
+def held_out_steps(data: pd.DataFrame, step1: str = "step1_ms") -> pd.Series:
+    """N-GPU step of each row from its ``step1`` column, by a fit (on the measured
+    ``step1_ms``) on the other GPU models' runs (``chip`` column) only."""
+    pred = pd.Series(np.nan, index=data.index)
+    for chip in sorted(data["chip"].unique()):
+        train = data["chip"] != chip
+        model = DataParallelScaling().fit(data.loc[train], data.loc[train, "step_ms"])
+        pred[~train] = model.predict(data.loc[~train].assign(step1_ms=data.loc[~train, step1]))
+    return pred
+
+
+def fit_all_runs(data: pd.DataFrame) -> DataParallelScaling:
+    """The shipped fit: every multi-GPU run (columns of :meth:`DataParallelScaling.fit`,
+    ``step_ms`` and ``chip``), the interval from the log residuals of
+    :func:`held_out_steps`."""
+    held_out = held_out_steps(data, "step1_ms")
+    return DataParallelScaling().fit(data, data["step_ms"],
+                                     residuals=np.log(data["step_ms"] / held_out))
 
 
 @lru_cache(maxsize=1)

@@ -21,7 +21,7 @@ NVIDIA GPUs, MXNet+Horovod/NCCL mostly) the per-GPU step grows 0-2 % per doublin
 (within a GPU model), where replicated variables predict 17-23 %; moving a measured step to
 another GPU count of the same submission is several times further off by ``replicated``
 than by ``ddp``, ``allreduce`` or the same step (46 % against 8 % when written;
-``docs/scaling.md``, ``benchmarks/scaling_mlperf.py``). Those
+``docs/lab/scaling.md``, ``benchmarks/scaling_mlperf.py``). Those
 runs cannot tell ``ddp`` from ``allreduce`` (ResNet-50's gradients take about 1 ms on NVLink);
 TensorFlow's ``auto`` is ``allreduce`` because that is what Keras' MirroredStrategy does
 (chosen after seeing those figures).

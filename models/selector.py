@@ -2,11 +2,11 @@
 from how it relates to the request, and its 90 % interval.
 
 A forecast request gets several candidate answers (a system's own rate, its own phase model,
-pooled models, the hybrid, layerwise; ``jobcast.service.candidates``). Each carries a
+pooled models, the hybrid, layerwise; ``jobcast.service.engine.candidates``). Each carries a
 **relation** to the request: its ``kind``, whether its history is the named system's own, was
 run at the asked batch size, states the asked variant, comes from the newest stack, how many
 runs stand behind it, and whether the GPU matched exactly or by family. Backtesting a store
-(``jobcast.service.backtest``: fit on each system's earlier runs, forecast its later ones,
+(``jobcast.service.engine.backtest``: fit on each system's earlier runs, forecast its later ones,
 asked as a user asks) gives, per candidate, the signed log error ``ln(actual / forecast)`` and
 the candidate's own scale (its 90 % log half-width: kept with the backtest rows for analysis).
 
@@ -22,8 +22,8 @@ Rules of :class:`BacktestSelector`:
   coarser cell's with weight ``shrink`` (``(n mean + k parent) / (n + k)``), so a cell of a
   few lucky forecasts does not win outright (``shrink`` 20, chosen on the reference backtest
   after seeing it: 5 / 20 / 50 gave 0.51 / 0.47 / 0.47 % for a named system, cross-fitted
-  over halves of the systems; docs/e2e-accuracy.md). The forecaster takes the candidate of lowest
-  expected error (ties: the registry's order).
+  over halves of the systems; docs/lab/e2e-accuracy.md). ``jobcast.service.engine.choice`` takes the
+  candidate of lowest expected error (ties: the registry's order).
 * **Interval**: the cell's quantiles of the signed log error at ``(1 - coverage - slack) / 2``
   and its complement, widened by ``1 + 1 / sqrt(n)`` for the cell's sample size, never
   narrower than +-:data:`MIN_SCALE`. ``slack`` is 0 (5 % / 95 % for a 90 % interval). It was
@@ -31,7 +31,7 @@ Rules of :class:`BacktestSelector`:
   then held 83.7 % across rounds. On the wall clock (issue 35) the intervals held 95.6-98.5 %
   on the held-out rounds; on the tuning rounds v3.0-v3.1 (in the prior's corpus, no held-out
   data spent) slack 0 took the named asks from 96.9 / 98.9 / 97.3 % (ResNet / SSD / UNet3D)
-  to 95.5 / 97.2 / 94.4 % (docs/e2e-wallclock.md); set after seeing those figures.
+  to 95.5 / 97.2 / 94.4 % (docs/lab/e2e-wallclock.md); set after seeing those figures.
   (Quantiles of the error over the candidate's own scale were tried first: a candidate's
   scale means something else with one run of history than with three, and a store whose
   backtest holds only one kind of it gave intervals 100x too narrow or wide; cells of runs
@@ -45,14 +45,19 @@ Rules of :class:`BacktestSelector`:
   system backtests one-run histories only, where a pooled model looks better than it is at
   two; with the store's 14 errors winning outright, MLPerf UNet3D's named asks went to the
   pooled model, 1.6 % against 0.25 % for the own line; changed after seeing that).
+* The prior's file is :meth:`SelectorCells.to_dict` as compact JSON (no NaN):
+  :func:`save_prior` writes it (``jobcast build-shipped selector-prior``), :func:`load_prior`
+  reads it.
 * Fitted attributes: ``cells_`` (level -> cell key -> statistics), ``n_`` (errors seen),
   ``kinds_``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -122,3 +127,11 @@ class BacktestSelector(BaseEstimator, SelectorCells):
             j = self.judge(row)
             out.append(math.nan if j is None else j.expected)
         return np.asarray(out)
+
+
+def save_prior(selector: SelectorCells, path: Path = PRIOR_PATH) -> Path:
+    """Write ``selector`` as the prior file :func:`load_prior` reads (module rules)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(selector.to_dict(), separators=(",", ":"), allow_nan=False))
+    return path

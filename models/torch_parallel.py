@@ -21,7 +21,8 @@
 replicates the module, scatters the batch, gathers the outputs and reduces the gradients on
 GPU 0), :class:`DataParallelFit`: ``step_N = step_1 + (N - 1) x layer_ms x layers +
 allreduce_factor x allreduce_N`` (a per-replica, per-layer launch cost and one gradient
-reduction), fitted on ``../shared/data/torchvision_bench`` (``benchmarks/scaling.py``).
+reduction), fitted on ``../shared/data/torchvision_bench`` (``jobcast build-shipped
+scaling``; scored by ``benchmarks/scaling.py``).
 """
 
 from __future__ import annotations

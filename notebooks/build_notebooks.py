@@ -38,8 +38,8 @@ NOTEBOOKS = {
         ("code", SETUP),
         ("code", """\
 import tempfile
-from jobcast.service.ingesting import ingest, ingest_options
-from jobcast.service.stores import open_store
+from jobcast.service.features.ingesting import ingest, ingest_options
+from jobcast.service.features.stores import open_store
 from models.dataset import progress_points
 from models.e2e import fit_store
 
@@ -106,7 +106,7 @@ else:
                "Per-GPU predicted-vs-measured scatter on a held-out 10 % split and the "
                "leave-one-GPU-out error. To stay fast in CI this notebook trains the "
                "gradient-boosted predictor on a subsample; `benchmarks/layerwise_accuracy.py` "
-               "gives the full figures (docs/layerwise-accuracy.md)."),
+               "gives the full figures (docs/lab/layerwise-accuracy.md)."),
         ("code", SETUP),
         ("code", """\
 from threadpoolctl import threadpool_limits
@@ -226,11 +226,11 @@ ax.legend(); plt.show()"""),
         ("code", """\
 import tempfile
 from models.e2e import fit_store
-from jobcast.service.compare import compare
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.ingesting import ingest
-from jobcast.service.prices import load_prices
-from jobcast.service.stores import open_store
+from jobcast.service.features.compare import compare
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.features.ingesting import ingest
+from jobcast.service.features.prices import load_prices
+from jobcast.service.features.stores import open_store
 store = open_store(f"sqlite:///{Path(tempfile.mkdtemp()) / 'plan.db'}")
 ingest(store, [str(DATA / "mlperf")], workers=1); fit_store(store)
 result = compare(Forecaster(store), load_prices(), "resnet50", batch_size=256, epochs=40,

@@ -1,4 +1,6 @@
-"""Fixtures shared by the rooms' tests: the bundled samples and the real reference data.
+"""Fixtures shared by the rooms' tests: the bundled samples and the real reference data, and
+the costly things made once and shared (a private PostgreSQL per session, a registered
+forecaster per session, a local Ray per module; docs/test-suite.md lists who uses them).
 
 The test folders mirror the packages (``tests/ingest/`` tests ``ingest/``, ...); helpers
 that tests import by name (``paths``, ``clock``, ``prom_server``) live here at the top,
@@ -88,6 +90,31 @@ def local_ray():
             yield
         finally:
             ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def registered_samples(tmp_path_factory) -> dict:
+    """The MLPerf samples (tests/data/mlperf) ingested into a SQLite store, fitted, and
+    registered without calibration in an MLflow SQLite database beside it: once per session
+    (each costs seconds), shared by the serving and registry tests. ``{"folder", "store",
+    "uri", "registration"}``; read only: a test that registers more versions or writes
+    files uses a folder of its own."""
+    from ingest.pipeline import ingest_paths
+    from ingest.store import Store
+    from jobcast.mlops.registry import register_forecaster
+    from models.e2e import fit_store
+
+    folder = tmp_path_factory.mktemp("registered")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+        for key in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_RUN_ID"):
+            mp.delenv(key, raising=False)
+        store = Store(f"sqlite:///{folder / 'jobcast.db'}")
+        ingest_paths(store, [str(DATA / "mlperf")])
+        fit_store(store)
+        uri = f"sqlite:///{folder / 'mlflow.db'}"
+        reg = register_forecaster(store, tracking_uri=uri, calibrate=False)
+    return {"folder": folder, "store": store, "uri": uri, "registration": reg}
 
 
 @pytest.fixture(scope="session")

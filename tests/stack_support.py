@@ -1,5 +1,7 @@
 """What the tests that run a whole ``jobcast stack`` (a real PostgreSQL and MLflow server, as
-subprocesses) share: a clean environment, one ``jobcast`` command, and a folder for the
+subprocesses) share: a clean environment, one ``jobcast`` command as a subprocess
+(:func:`run_jobcast`: where a test checks a process boundary) or in this process
+(:func:`cli`: everywhere else; a subprocess costs seconds of imports), and a folder for the
 stack once PostgreSQL's programs are there (else the test is skipped with the reason)."""
 
 from __future__ import annotations
@@ -33,6 +35,30 @@ def run_jobcast(*args: str, env: dict, timeout: float = 300) -> subprocess.Compl
     """One ``python -m jobcast`` command from the repository root, its output captured."""
     return subprocess.run([sys.executable, "-m", "jobcast", *args], capture_output=True,
                           text=True, env=env, timeout=timeout, cwd=REPO)
+
+
+def cli(*args: str, env: dict[str, str] | None = None):
+    """One ``jobcast`` command in this process, through the console script's own ``main``
+    (its exit codes and error lines, as :func:`run_jobcast` sees them) under Click's runner:
+    stdout, and stderr in ``output``; ``env`` set for its duration, :data:`FOREIGN` unset."""
+    import click
+    from click.testing import CliRunner
+
+    from jobcast.cli.app import main
+
+    @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                     "help_option_names": []})
+    @click.pass_context
+    def jobcast(ctx: click.Context) -> None:
+        argv, sys.argv = sys.argv, ["jobcast", *ctx.args]
+        try:
+            main()
+        finally:
+            sys.argv = argv
+
+    settings: dict[str, str | None] = {key: None for key in FOREIGN}
+    settings.update(env or {})
+    return CliRunner().invoke(jobcast, list(args), env=settings)
 
 
 def stack_folder(prefix: str) -> Path:

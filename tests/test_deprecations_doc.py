@@ -105,3 +105,16 @@ def _is_module(path: str) -> bool:
         return importlib.util.find_spec(path) is not None
     except ModuleNotFoundError:
         return False
+
+
+MOVED = _table("Moved or removed in issue 38 (the old spelling is gone)")
+
+
+@pytest.mark.parametrize(("old", "new"), MOVED or [("", "")], ids=[o for o, _ in MOVED] or ["none"])
+def test_moved_names_resolve_only_at_their_new_home(old, new):
+    if not old:
+        pytest.skip("no name moved yet")
+    if new != "(removed)":
+        assert _resolve(new) is not None
+    with pytest.raises((ImportError, AttributeError)):
+        _resolve(old)

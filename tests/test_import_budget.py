@@ -1,6 +1,6 @@
 """What a forecast of a known network imports (issue 23, speed): module sets, never timings.
 
-A known zoo network is priced from the shipped trees' numpy arrays (``layerwise.quick``), so
+A known zoo network is priced from the shipped trees' numpy arrays (``layerwise.pricing``), so
 neither the layerwise call nor a forecaster's forecast of such a network may load scikit-learn
 or SciPy (together about a second of a fresh process's wall); the layerwise call loads no
 pandas either. ``jobcast predict`` from a store without history (none yet, or an empty one)
@@ -39,9 +39,8 @@ def loaded_packages(code: str, env: dict[str, str] | None = None) -> set[str]:
 
 def test_layerwise_forecast_of_a_zoo_network_loads_no_estimator_library_nor_pandas():
     loaded = loaded_packages(
-        "from layerwise.quick import forecast_fast\n"
         "from layerwise.forecast import forecast_network\n"
-        "assert forecast_fast('resnet50', device='V100', batch_size=77,"
+        "assert forecast_network('resnet50', device='V100', batch_size=77,"
         " optimizer='sgd')['batch_seconds'] > 0\n"
         "assert forecast_network('vgg16', device='A100', batch_size=33,"
         " optimizer='sgd')['batch_seconds'] > 0\n")
@@ -56,8 +55,8 @@ def test_forecaster_over_a_store_loads_no_estimator_library(tmp_path):
     Store(url)
     loaded = loaded_packages(
         "from ingest.store import Store\n"
-        "from jobcast.service.forecaster import Forecaster\n"
-        "from jobcast.service.request import JobRequest\n"
+        "from jobcast.service.engine.forecaster import Forecaster\n"
+        "from jobcast.service.engine.request import JobRequest\n"
         f"fc = Forecaster(Store({url!r}))\n"
         "assert fc.forecast(JobRequest(network='resnet50', device='V100', batch_size=77,"
         " iterations=100)).ok\n")

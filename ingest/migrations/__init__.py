@@ -29,7 +29,7 @@ from typing import ClassVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ingest.credentials import hide_password
+from fleet.credentials import hide_password
 from ingest.errors import StoreError
 
 REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from jobcast.cli import bench as cli_bench
+from jobcast.cli import build as cli_build
 from jobcast.cli import catalog as cli_catalog
 from jobcast.cli import check as cli_check
 from jobcast.cli import history as cli_history
@@ -61,8 +62,8 @@ app = typer.Typer(
 def _show_version(value: bool) -> None:
     if value:
         from jobcast.cli.store import shown
-        from jobcast.service.catalog import jobcast_version
-        from jobcast.service.stores import data_home, store_url
+        from jobcast.service.features.known import jobcast_version
+        from jobcast.service.features.stores import data_home, store_url
 
         note("", f"jobcast {jobcast_version()}; data dir {data_home()}; store "
                  f"{shown(store_url())} (`jobcast info` for more)")
@@ -126,8 +127,8 @@ def ingest(
     share a transaction; several ingests may write to one store at once.
     """
     from fleet.errors import JobcastError
-    from jobcast.service.ingesting import ingest as run_ingest
-    from jobcast.service.ingesting import ingest_options
+    from jobcast.service.features.ingesting import ingest as run_ingest
+    from jobcast.service.features.ingesting import ingest_options
 
     try:
         options = ingest_options(network=network, deployment=deployment, batch_size=batch_size,
@@ -201,8 +202,8 @@ def fit(
 
     from fleet.errors import BUG_KIND
     from jobcast.cli.views import models_payload, models_table
-    from jobcast.service.fitting import fit_store_all
-    from jobcast.service.stores import StoreError
+    from jobcast.service.engine.fitting import fit_store_all
+    from jobcast.service.features.stores import StoreError
 
     st = open_store(store, create=False)
     try:
@@ -311,8 +312,8 @@ def predict(
 ) -> None:
     """Forecast seconds (with an interval) for a phase, a job, or a CSV of jobs."""
     from fleet.errors import error_info
-    from jobcast.service.forecaster import Forecaster
-    from jobcast.service.request import JobRequest, JobRequestError, read_jobs_rows
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.engine.request import JobRequest, JobRequestError, read_jobs_rows
 
     if phase not in ("job", "train", "test"):
         fail(f"--phase must be job, train or test, got {phase!r}")
@@ -394,9 +395,9 @@ def compare(
     """Rank devices x GPU counts for a job by forecast time and by cost, one ranking per
     precision; exit 1 when any row could not be forecast (the others are still shown)."""
     from fleet.data_parallel import parse_data_parallel
-    from jobcast.service.compare import compare as run_compare
-    from jobcast.service.forecaster import Forecaster
-    from jobcast.service.prices import PriceTableError, load_prices
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.features.compare import compare as run_compare
+    from jobcast.service.features.prices import PriceTableError, load_prices
 
     try:
         counts = None if gpus is None else [int(v) for v in gpus.split(",") if v.strip()]
@@ -445,7 +446,7 @@ def report(
 ) -> None:
     """Write a self-contained HTML report of the store and every fitted model."""
     from jobcast.cli.report import write_report
-    from jobcast.service.report_data import EmptyStoreError
+    from jobcast.service.features.report_data import EmptyStoreError
 
     try:
         path = write_report(open_store(store, create=False), out)
@@ -474,6 +475,7 @@ cli_store.register(app)
 cli_stack.register(app)
 cli_check.register(app)
 cli_catalog.register(app)
+cli_build.register(app)
 
 
 REFUSED = ("permission denied", "insufficientprivilege", "readonly database",

@@ -1,7 +1,7 @@
 """``jobcast bench``: run (or resume) a layer microbenchmark campaign, here or on Ray.
 
-Rules (:mod:`jobcast.service.benching` holds them): ``--backend auto`` is TensorFlow where it
-is installed, else PyTorch; ``--ray`` (or ``--ray-address``) times the rows in Ray tasks (one
+Rules (:mod:`jobcast.service.features.benching` holds them): ``--backend auto`` is TensorFlow where
+it is installed, else PyTorch; ``--ray`` (or ``--ray-address``) times the rows in Ray tasks (one
 GPU, or one CPU slot, each) while this process writes the one CSV; either way a rerun with the
 same arguments skips every configuration already in ``--out``. Bad values are one-line errors
 (exit 2). ``--precision`` repeats (a comma list is accepted too). Deprecated spellings, kept
@@ -33,14 +33,14 @@ def register(app: typer.Typer) -> None:
 
 
 def _resolve_backend() -> Any:
-    from jobcast.service.benching import resolve_backend
+    from jobcast.service.features.benching import resolve_backend
 
     return resolve_backend
 
 
 # ``resolve_backend`` moved to the service door (the same rule): deprecated here, one release.
 __getattr__ = renamed_attributes(__name__, {
-    "resolve_backend": ("jobcast.service.benching.resolve_backend", _resolve_backend)})
+    "resolve_backend": ("jobcast.service.features.benching.resolve_backend", _resolve_backend)})
 
 
 def bench(
@@ -89,7 +89,7 @@ def bench(
 ) -> None:
     """Benchmark random layer configurations; appends rows as it goes and resumes after a kill."""
     from fleet.errors import JobcastError
-    from jobcast.service.benching import BenchRequest, plan_bench, run_bench
+    from jobcast.service.features.benching import BenchRequest, plan_bench, run_bench
 
     device = deprecated_alias(local_device, device_old, "--device", "--local-device",
                               default="cpu")

@@ -1,5 +1,5 @@
 """``jobcast gpus``, ``jobcast networks`` and ``jobcast info``: what jobcast knows and where its
-data lives. The data come from :mod:`jobcast.service.catalog`; this module renders only.
+data lives. The data come from :mod:`jobcast.service.features.known`; this module renders only.
 
 Rules:
 
@@ -39,7 +39,7 @@ def gpus_command(
     from rich.table import Table
     from rich.text import Text
 
-    from jobcast.service.catalog import find_gpus
+    from jobcast.service.features.known import find_gpus
 
     found = find_gpus(query)
     if not found:
@@ -71,7 +71,7 @@ def networks_command(
     from rich.table import Table
     from rich.text import Text
 
-    from jobcast.service.catalog import find_networks
+    from jobcast.service.features.known import find_networks
 
     found = find_networks(query)
     if not found:
@@ -104,8 +104,8 @@ def info_command(
     a command would use, whether they exist, and the store's counts. Creates nothing."""
     import os
 
-    from jobcast.service.catalog import data_places
-    from jobcast.service.stores import store_url
+    from jobcast.service.features.known import data_places
+    from jobcast.service.features.stores import store_url
 
     places = data_places(store_url(store), tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
     if as_json:

@@ -1,4 +1,5 @@
-"""``jobcast check``: is this job slower than it should be? (rules: jobcast.service.check).
+"""``jobcast check``: is this job slower than it should be? (rules:
+jobcast.service.features.diagnosis).
 
 One of: ``--sacct FILE --job-id ID`` (Slurm), ``--k8s-job NAME --url URL`` (Kubernetes via
 Prometheus), ``--log FILE`` (a training log). Traces: ``--trace FILE`` (DCGM-like JSON
@@ -36,8 +37,8 @@ def job_key_rule(text: str | None) -> str | None:
     """``--job-key`` checked (a bad expression fails the command), or None."""
     if not text:
         return None
-    from jobcast.service.cluster import ClusterError
-    from jobcast.service.cluster import job_key_rule as checked
+    from jobcast.service.features.cluster import ClusterError
+    from jobcast.service.features.cluster import job_key_rule as checked
 
     try:
         return checked(text)
@@ -82,9 +83,9 @@ def check(
     as_json: bool = AS_JSON,
 ) -> None:
     """Is a job slower than it should be? Compares it with its forecast and its history."""
-    from jobcast.service import check_sources as src
-    from jobcast.service.check import CheckError, check_log, check_whole_job
-    from jobcast.service.cluster import ClusterError, PrometheusError, parse_duration
+    from jobcast.service.features import diagnosis_sources as src
+    from jobcast.service.features.cluster import ClusterError, PrometheusError, parse_duration
+    from jobcast.service.features.diagnosis import CheckError, check_log, check_whole_job
 
     given = [name for name, value in (("--sacct", sacct), ("--k8s-job", k8s_job),
                                       ("--log", log)) if value]
@@ -113,7 +114,7 @@ def check(
             if trace:
                 src.attach_trace_file(obs, trace, start, end)
             try:
-                from jobcast.service.forecaster import Forecaster
+                from jobcast.service.engine.forecaster import Forecaster
 
                 forecaster = Forecaster(st)
             except Exception as exc:  # noqa: BLE001 - whatever failed: compare with the history alone

@@ -11,7 +11,7 @@ from rich.table import Table
 from jobcast.cli.output import console, note, progress_bar
 
 if TYPE_CHECKING:
-    from jobcast.service.ingesting import IngestOptions
+    from jobcast.service.features.ingesting import IngestOptions
 
 SAMPLES = Path(__file__).resolve().parents[2] / "tests" / "data"
 UNKNOWN_GPU = "unknown-gpu-x1"
@@ -19,7 +19,7 @@ UNKNOWN_GPU = "unknown-gpu-x1"
 
 def sample_batches(samples: Path) -> list[tuple[list[str], IngestOptions]]:
     """The bundled logs, each group with what its logs lack (as one would pass on the CLI)."""
-    from jobcast.service.ingesting import ingest_options
+    from jobcast.service.features.ingesting import ingest_options
 
     caffe = samples / "caffe"
 
@@ -41,7 +41,7 @@ IMAGENET_TRAIN, IMAGENET_VAL = 1_281_167, 50_000
 
 def _demo_jobs(models) -> list:
     """Jobs worth showing: every fitted ResNet-50 deployment, CaffeNet at an unseen batch, VGG16."""
-    from jobcast.service.request import JobRequest
+    from jobcast.service.engine.request import JobRequest
 
     jobs = []
     seen = set()
@@ -97,7 +97,7 @@ def _jobcast() -> str:
 def _upgrade_own_store(url: str) -> None:
     """The demo's own store, left by an older jobcast, migrated to this one's schema (a
     user's store is never migrated implicitly; this one is the demo's scratch)."""
-    from jobcast.service.stores import store_status, upgrade_store
+    from jobcast.service.features.stores import store_status, upgrade_store
 
     if store_status(url).status == "outdated":
         done = upgrade_store(url)
@@ -108,10 +108,10 @@ def run_demo(workdir: Path, samples: Path = SAMPLES) -> int:
     """Ingest the sample logs into ``workdir/jobcast.db``, fit, forecast a few jobs; returns
     the exit code (1: a file rejected or a job not forecast, 2: no samples)."""
     from jobcast.cli.views import forecasts_table, models_payload, models_table
-    from jobcast.service.fitting import fit_store_all
-    from jobcast.service.forecaster import Forecaster
-    from jobcast.service.ingesting import IngestResult, ingest
-    from jobcast.service.stores import open_store
+    from jobcast.service.engine.fitting import fit_store_all
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.features.ingesting import IngestResult, ingest
+    from jobcast.service.features.stores import open_store
 
     workdir.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{workdir / 'jobcast.db'}"

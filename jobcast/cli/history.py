@@ -4,10 +4,10 @@
 Rules
 -----
 * Arguments that start with ``mlflow+`` are tracking sources
-  (:func:`jobcast.service.ingesting.split_sources`); the rest
+  (:func:`jobcast.service.features.ingesting.split_sources`); the rest
   are files and folders, ingested as before. Both kinds may be mixed in one command.
 * Each tracking source's runs are ingested with the same flags
-  (:func:`jobcast.service.ingesting.ingest`, which takes both kinds) and merged into the
+  (:func:`jobcast.service.features.ingesting.ingest`, which takes both kinds) and merged into the
   command's report: stored runs are ``added`` (one run each),
   known runs ``duplicates``, failures ``rejected`` (also recorded in the store, as a file's
   are); runs still running are listed in ``skipped`` as ``<source> (still running: ...)``

@@ -1,6 +1,7 @@
 """``jobcast layerwise``: train layer predictors and predict layer times from CSV files.
 
-The work is :mod:`jobcast.service.layer_models` (imported inside the commands, with pandas, the
+The work is :mod:`jobcast.service.features.layer_models` (imported inside the commands, with
+pandas, the
 predictor and TensorFlow for MLP candidates); ``predict`` never imports TensorFlow (saved
 models are numpy arrays).
 
@@ -21,7 +22,7 @@ import typer
 from fleet.errors import JobcastError
 from jobcast.cli.options import AS_JSON, json_option
 from jobcast.cli.output import console, emit_json, fail, note
-from jobcast.service.layer_models import (  # light: the door imports its libraries lazily
+from jobcast.service.features.layer_models import (  # light: the door imports its libraries lazily
     MODEL_NAMES,
     available_cpus,
     default_threads,
@@ -32,9 +33,9 @@ from jobcast.service.layer_models import (  # light: the door imports its librar
 )
 
 if TYPE_CHECKING:
-    from jobcast.service.layer_models import LayerModelInfo
+    from jobcast.service.features.layer_models import LayerModelInfo
 
-# The helpers that moved to jobcast.service.layer_models stay importable from here.
+# The helpers that moved to jobcast.service.features.layer_models stay importable from here.
 __all__ = ["MODEL_NAMES", "available_cpus", "default_threads", "info", "layerwise_app",
            "limited_threads", "pool_sizes", "predict", "read_rows", "read_table_file",
            "register", "train"]
@@ -85,7 +86,7 @@ def train(
     as_json: bool = json_option("Print the validation table as JSON."),
 ) -> None:
     """Train a layer predictor (one model per layer type) and save it to --out."""
-    from jobcast.service.layer_models import train_layer_model, training_data
+    from jobcast.service.features.layer_models import train_layer_model, training_data
 
     try:
         training = training_data(data, models)
@@ -128,7 +129,7 @@ def predict(
     as_json: bool = json_option("Print a JSON summary."),
 ) -> None:
     """Add predicted_ms, low_ms, high_ms (90 % interval) to every row of --data; write --out."""
-    from jobcast.service.layer_models import predict_layers
+    from jobcast.service.features.layer_models import predict_layers
 
     try:
         summary = predict_layers(data, out, model)
@@ -148,7 +149,7 @@ def info(
     as_json: bool = AS_JSON,
 ) -> None:
     """Show the model chosen per layer type and its validation error."""
-    from jobcast.service.layer_models import layer_model_info
+    from jobcast.service.features.layer_models import layer_model_info
 
     try:
         described = layer_model_info(model)

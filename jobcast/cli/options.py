@@ -24,8 +24,8 @@ import typer
 from jobcast.cli.output import fail, note, set_json_mode
 
 if TYPE_CHECKING:
-    from jobcast.service.cluster import MetricNames, PrometheusClient
-    from jobcast.service.stores import Store
+    from jobcast.service.features.cluster import MetricNames, PrometheusClient
+    from jobcast.service.features.stores import Store
 
 STORE_HELP = ("Store URL (any SQLAlchemy URL); default $JOBCAST_STORE, else jobcast.db in the "
               "data directory (`jobcast info`).")
@@ -87,8 +87,8 @@ def open_store(url: str | None, *, create: bool = True) -> Store:
     reads as an empty one (a fresh machine still forecasts from the shipped data), and a named
     one (``--store``, ``$JOBCAST_STORE``) that does not exist fails with exit 2 (a misspelled
     name). ``ingest`` (and set-up commands) create the store on first use. The rules are
-    :func:`jobcast.service.stores.open_store`'s."""
-    from jobcast.service import stores
+    :func:`jobcast.service.features.stores.open_store`'s."""
+    from jobcast.service.features import stores
 
     try:
         return stores.open_store(url, create=create)
@@ -100,8 +100,8 @@ def open_store_later(url: str | None) -> Callable[[], Store]:
     """An opener for a command that may fail before it writes: an existing store (or a
     server) is opened and checked now; a SQLite file that does not exist yet is created only
     when the opener is called, so a failed command leaves no empty file behind. Fails now on a
-    bad URL or a missing folder (:func:`jobcast.service.stores.open_store_later`)."""
-    from jobcast.service import stores
+    bad URL or a missing folder (:func:`jobcast.service.features.stores.open_store_later`)."""
+    from jobcast.service.features import stores
 
     try:
         opener = stores.open_store_later(url)
@@ -120,9 +120,9 @@ def open_store_later(url: str | None) -> Callable[[], Store]:
 def history_store(url: str | None) -> Store | None:
     """The store a forecast reads history from, None where it certainly holds none, so the
     forecaster builds only the routes that need no history and the command loads neither
-    SQLAlchemy nor pandas (:func:`jobcast.service.stores.history_store`); fails as
+    SQLAlchemy nor pandas (:func:`jobcast.service.features.stores.history_store`); fails as
     :func:`open_store` does."""
-    from jobcast.service import stores
+    from jobcast.service.features import stores
 
     try:
         return stores.history_store(url)
@@ -198,8 +198,8 @@ def open_prometheus(url: str, *, timeout: float, retries: int, bearer_token: str
                     basic_auth: str | None, ca_file: str | None,
                     insecure: bool) -> PrometheusClient:
     """A client for ``url``; fails on a malformed ``--basic-auth`` or a missing ``--ca-file``
-    (:func:`jobcast.service.cluster.prometheus_client`)."""
-    from jobcast.service.cluster import ClusterError, prometheus_client
+    (:func:`jobcast.service.features.cluster.prometheus_client`)."""
+    from jobcast.service.features.cluster import ClusterError, prometheus_client
 
     try:
         return prometheus_client(url, timeout=timeout, retries=retries,
@@ -212,9 +212,9 @@ def open_prometheus(url: str, *, timeout: float, retries: int, bearer_token: str
 def metric_names(prefix: str, job_label: str, network_label: str,
                  deployment_label: str) -> MetricNames:
     """The exporter's metric and label names, validated; fails on an unusable name
-    (:func:`jobcast.service.cluster.metric_names`)."""
-    from jobcast.service.cluster import ClusterError
-    from jobcast.service.cluster import metric_names as names
+    (:func:`jobcast.service.features.cluster.metric_names`)."""
+    from jobcast.service.features.cluster import ClusterError
+    from jobcast.service.features.cluster import metric_names as names
 
     try:
         return names(prefix, job_label, network_label, deployment_label)

@@ -16,7 +16,7 @@ Rules:
   are for the superuser only. Each role's password is drawn once and kept in
   ``<root>/pg-<writer|reader>.password`` (0600); it reaches the server only as a SCRAM
   verifier made on this side, so no plain password is ever in a statement or a server log.
-- Secret files are read with :func:`ingest.credentials.read_secret`: refused when group- or
+- Secret files are read with :func:`fleet.credentials.read_secret`: refused when group- or
   world-readable.
 - PostgreSQL refuses to run as root: as root the server runs as the ``postgres`` user
   (``runuser``), which then owns ``pgdata`` and the log and must be able to enter ``root``.
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from fleet.credentials import new_secret, read_secret, secret_or_new, write_secret
 from jobcast.cli.errors import CliError
-from jobcast.service.secrets import new_secret, read_secret, secret_or_new, write_secret
 
 SUPERUSER = "jobcast"
 WRITER, READER = "jobcast_writer", "jobcast_reader"

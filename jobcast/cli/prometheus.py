@@ -36,7 +36,7 @@ from jobcast.cli.options import (
 from jobcast.cli.output import emit_json, fail, note, progress_bar
 
 if TYPE_CHECKING:
-    from jobcast.service.cluster import ClusterIngestResult
+    from jobcast.service.features.cluster import ClusterIngestResult
 
 
 def register(app: typer.Typer) -> None:
@@ -53,7 +53,7 @@ def _when(t: float | None) -> str:
 
 def _span(seconds: float) -> str:
     """``45s``, ``12m05s``, ``3h07m`` (whole seconds below 90 s)."""
-    from jobcast.service.check import span
+    from jobcast.service.features.diagnosis import span
 
     return span(seconds, tenths_below=0.0)
 
@@ -109,7 +109,7 @@ def ingest_prometheus(
     as_json: bool = AS_JSON,
 ) -> None:
     """Read training jobs' traces from Prometheus into the store (finished jobs, idempotent)."""
-    from jobcast.service.cluster import (
+    from jobcast.service.features.cluster import (
         ClusterError,
         fetch_jobcast_jobs,
         iso_time,
@@ -135,7 +135,7 @@ def ingest_prometheus(
     client = open_prometheus(url, timeout=timeout, retries=retries, bearer_token=bearer_token,
                              basic_auth=basic_auth, ca_file=ca_file, insecure=insecure)
     opener = open_store_later(store)
-    from jobcast.service.ingesting import IngestOptionError, length_option
+    from jobcast.service.features.ingesting import IngestOptionError, length_option
 
     try:
         length = length_option(iterations, epochs)
@@ -172,7 +172,7 @@ def _fetch_then_store(opener, label: str, as_json: bool, fetch) -> ClusterIngest
     """``fetch(advance)`` (a door fetch, which closes its client; a Prometheus error writes
     nothing) under a progress bar named ``label``, then the fetched jobs stored into the store
     ``opener`` opens only then; an error of either fails the command."""
-    from jobcast.service.cluster import ClusterFetchError, ClusterStoreError, store_fetched
+    from jobcast.service.features.cluster import ClusterFetchError, ClusterStoreError, store_fetched
 
     try:
         with progress_bar(label, disable=as_json) as advance:
@@ -189,7 +189,7 @@ def ingest_kubernetes(client, opener, start: float, end: float, *, namespace: st
                       max_series: int, max_points: int, traces: bool, job_key: str | None,
                       as_json: bool, length: tuple[str, int] | None = None) -> None:
     """``ingest-prometheus --source kubernetes``: Jobs -> whole-job runs; exits."""
-    from jobcast.service.cluster import fetch_kubernetes_jobs
+    from jobcast.service.features.cluster import fetch_kubernetes_jobs
 
     result = _fetch_then_store(opener, "kubernetes", as_json, lambda advance: (
         fetch_kubernetes_jobs(
@@ -235,9 +235,9 @@ def eta(
     as_json: bool = AS_JSON,
 ) -> None:
     """When will a running job finish? Its progress in Prometheus plus its fitted model."""
-    from jobcast.service.cluster import ClusterError, PrometheusError, parse_duration
-    from jobcast.service.eta import EtaError, estimate_eta, fetch_job
-    from jobcast.service.forecaster import Forecaster
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.features.cluster import ClusterError, PrometheusError, parse_duration
+    from jobcast.service.features.eta import EtaError, estimate_eta, fetch_job
 
     try:
         lookback_s = parse_duration(lookback)

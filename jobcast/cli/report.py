@@ -5,8 +5,8 @@ repaired, why), coverage (heatmap), the end-to-end models (error, interval cover
 predicted vs actual), example forecasts with time and cost for the store's most common jobs,
 which model serves each key and why, layerwise calibration, and warnings grouped.
 
-This module only renders: every frame comes from :func:`jobcast.service.report_data.report_data`
-(the data names below are re-exported from there for their old callers).
+This module only renders: every frame comes from
+:func:`jobcast.service.features.report_data.report_data`.
 
 Rules: every number in a caption is computed from the same frame its figure plots; the page
 fetches nothing (figures are inline PNG); a section whose data is missing says so instead of
@@ -24,31 +24,16 @@ import numpy as np
 import pandas as pd
 
 from jobcast.cli import report_figures as figs
-from jobcast.service.report_data import (
-    EXAMPLE_JOBS,
-    EmptyStoreError,
+from jobcast.service.features.report_data import (
     ReportData,
-    forecast_jobs,
-    job_table,
-    layerwise_status,
-    model_table,
-    model_warnings,
-    rejected_by_reason,
-    repaired_by_kind,
     report_data,
-    runs_frame,
-    serving_table,
-    variant_request,
 )
-from jobcast.service.report_data import pattern as _pattern
+from jobcast.service.features.report_data import pattern as _pattern
 
 if TYPE_CHECKING:
-    from jobcast.service.stores import Store
+    from jobcast.service.features.stores import Store
 
-__all__ = ["EXAMPLE_JOBS", "EmptyStoreError", "build_report", "forecast_jobs", "job_table",
-           "layerwise_status", "model_table", "model_warnings", "rejected_by_reason",
-           "render_report", "repaired_by_kind", "runs_frame", "serving_table",
-           "variant_request", "write_report"]
+__all__ = ["build_report", "render_report", "write_report"]
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}

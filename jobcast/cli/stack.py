@@ -44,10 +44,10 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
+from fleet.credentials import SecretFileError, check_secret_file, hide_password
 from jobcast.cli import stack_secrets as sec
 from jobcast.cli.options import json_option
 from jobcast.cli.output import console, emit_json, fail, note
-from jobcast.service.secrets import SecretFileError, check_secret_file, hide_password
 
 PIECES = ("postgres", "mlflow", "forecast")
 DEFAULTS = {"pg_port": 5433, "mlflow_port": 5000, "serve_port": 5001, "host": "127.0.0.1",
@@ -223,7 +223,7 @@ def _start_postgres(folder: Path, config: dict) -> str | None:
     import psycopg
 
     from jobcast.cli.postgres import PostgresUnavailable
-    from jobcast.service.stores import SchemaVersionError, Store
+    from jobcast.service.features.stores import SchemaVersionError, Store
 
     pg = _postgres(folder, config)
     try:

@@ -13,7 +13,7 @@ Rules (``D`` is the stack's folder):
   user ``jobcast-reader`` (READ on everything, by the default permission) is made for the
   forecast server and ``D/reader.env``.
 - **Secret files**, 0600, drawn once, refused when group- or world-readable
-  (:mod:`ingest.credentials`): ``D/pg.password`` (superuser), ``D/pg-writer.password``,
+  (:mod:`fleet.credentials`): ``D/pg.password`` (superuser), ``D/pg-writer.password``,
   ``D/pg-reader.password``, ``D/mlflow-admin.password``, ``D/mlflow-reader.password``,
   ``D/mlflow-flask.key``, and the two env files made from them: ``D/env`` (writer:
   ``JOBCAST_STORE`` as the writer, ``MLFLOW_TRACKING_URI``, and with auth on
@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
+from fleet.credentials import read_secret, secret_or_new, write_secret
 from jobcast.cli.errors import CliError
-from jobcast.service.secrets import read_secret, secret_or_new, write_secret
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MLFLOW_ADMIN, MLFLOW_READER = "admin", "jobcast-reader"

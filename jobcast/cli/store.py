@@ -1,7 +1,7 @@
 """``jobcast store``: the store's schema revision (``version``) and its migration (``upgrade``).
 
 Rules (the schema's are in :mod:`ingest.migrations`; the door is
-:mod:`jobcast.service.stores`):
+:mod:`jobcast.service.features.stores`):
 
 - Every other command opens a store at the code's revision only; a store made by an older
   jobcast is refused until ``jobcast store upgrade`` migrates it. This holds for SQLite files
@@ -34,15 +34,15 @@ def register(app: typer.Typer) -> None:
 
 
 def shown(url: str) -> str:
-    """``url`` without its password (:func:`jobcast.service.stores.hide_password`)."""
-    from jobcast.service.stores import hide_password
+    """``url`` without its password (:func:`jobcast.service.features.stores.hide_password`)."""
+    from jobcast.service.features.stores import hide_password
 
     return hide_password(url)
 
 
 def store_url_of(url: str | None) -> str:
     """The store URL a command uses (``--store``, else ``$JOBCAST_STORE``, else the default)."""
-    from jobcast.service.stores import store_url
+    from jobcast.service.features.stores import store_url
 
     return store_url(url)
 
@@ -61,7 +61,7 @@ def version_command(
     as_json: bool = json_option("Print the store, its revision, this jobcast's and the status."),
 ) -> None:
     """Show the store's schema revision against this jobcast's (exit 1 if they differ)."""
-    from jobcast.service.stores import StoreError, store_status
+    from jobcast.service.features.stores import StoreError, store_status
 
     try:
         found = store_status(store)
@@ -84,7 +84,7 @@ def upgrade_command(
     as_json: bool = json_option("Print the store and its revision before and after."),
 ) -> None:
     """Migrate the store to this jobcast's schema revision (data kept; all steps or none)."""
-    from jobcast.service.stores import StoreError, upgrade_store
+    from jobcast.service.features.stores import StoreError, upgrade_store
 
     try:
         done = upgrade_store(store)

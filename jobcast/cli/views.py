@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from jobcast.service.forecast import percent_text
+from jobcast.service.engine.forecast import percent_text
 
 if TYPE_CHECKING:  # the tables load when one is drawn; the store with a command that has one
     from rich.console import Group
     from rich.table import Table
 
-    from jobcast.service.stores import Store
+    from jobcast.service.features.stores import Store
 
 
 def cell(value: object, style: str = "") -> Text:
@@ -26,7 +26,7 @@ def cell(value: object, style: str = "") -> Text:
 
 def runs_payload(store: Store, network: str | None = None, deployment: str | None = None) -> list:
     """Runs with their segments: the stable JSON of ``jobcast runs --json``."""
-    from jobcast.service.stores import run_clocks
+    from jobcast.service.features.stores import run_clocks
 
     stored = store.runs(network, deployment)
     clocks = run_clocks(store, stored)

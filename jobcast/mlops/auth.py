@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
 
-from ingest.credentials import SecretFileError, check_secret_file, write_secret
+from fleet.credentials import SecretFileError, check_secret_file, write_secret
 from jobcast.mlops.errors import MlopsError
 
 TOKEN_FILE = "jobcast-tokens.json"
@@ -92,7 +92,7 @@ def _now() -> str:
 
 def check_private(path: Path) -> None:
     """Refuse ``path`` when its group or others may read or write it
-    (:func:`ingest.credentials.check_secret_file`, the one check of a secret file)."""
+    (:func:`fleet.credentials.check_secret_file`, the one check of a secret file)."""
     try:
         check_secret_file(path)
     except SecretFileError as exc:

@@ -9,14 +9,14 @@ Numbers other than ``batch_size`` may be null: :func:`jobs_frame` types them as 
 the MLflow signature declares them ``Any``, so that an integer column (``int64``
 ``iterations``) is accepted as it is (MLflow refuses to convert int64 to a double column). Every
 row's numbers are then checked by ``JobRequest`` (a number, finite, whole where it must be, in
-range: ``jobcast.service.request.LIMITS``). Columns the signature does not know are dropped by
-MLflow with a warning; the REST server (``jobcast serve``) refuses them.
+range: ``jobcast.service.engine.request.LIMITS``). Columns the signature does not know are dropped
+by MLflow with a warning; the REST server (``jobcast serve``) refuses them.
 
 Output: one row per job with ``seconds, low, high, unit, route, model, extrapolated, error``.
 ``route`` is ``end-to-end`` (the network x deployment has history), ``layerwise-calibrated``
 (no history, but observed runs give a scale factor: see ``models.scale_calibration``) or
 ``layerwise``; ``model`` is the id of the model that answered. One exception to "history
-wins" (decided in ``jobcast.service.forecaster.Forecaster``): an end-to-end model fitted on
+wins" (decided in ``jobcast.service.engine.forecaster.Forecaster``): an end-to-end model fitted on
 fewer than ``MIN_E2E_RUNS`` runs, asked about a batch size its runs did not use, gives way to the
 layerwise forecast calibrated on that network's own runs on the same hardware (a new
 network's first runs: the layerwise model knows how time scales with the batch, the runs know
@@ -65,10 +65,10 @@ from mlflow.types.schema import AnyType
 
 from fleet.errors import ErrorInfo, JobcastError, bug_info, error_info
 from jobcast.mlops.errors import MlopsError
-from jobcast.service.forecast import Forecast, ForecastFailure, Outcome
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.request import FIELDS, Field, JobRequest
-from jobcast.service.routes import LAYERWISE_MODEL
+from jobcast.service.engine.forecast import Forecast, ForecastFailure, Outcome
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.request import FIELDS, Field, JobRequest
+from jobcast.service.engine.routes import LAYERWISE_MODEL
 from layerwise.shipped import load_predictor
 from models.e2e import FittedModel
 from models.history import from_records

@@ -24,13 +24,13 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from ingest.credentials import hide_password
+from fleet.credentials import hide_password
 from jobcast.mlops.errors import MlopsError
 from jobcast.mlops.pyfunc_model import directory_fingerprint, log_forecaster
 from jobcast.mlops.serving import model_uri_of
 from jobcast.mlops.tracking import data_fingerprint, resolve_tracking_uri, tracking
-from jobcast.service.forecaster import HISTORY_ARTIFACT, SELECTOR_ARTIFACT
-from jobcast.service.scale_calibration import fit_calibration
+from jobcast.service.engine.forecaster import HISTORY_ARTIFACT, SELECTOR_ARTIFACT
+from jobcast.service.engine.scale_calibration import fit_calibration
 from layerwise.shipped import load_predictor
 from models.e2e import load_models
 from models.history import run_table, to_records
@@ -112,7 +112,8 @@ def calibration_loo_errors(obs: pd.DataFrame, shrinkage: float = 0.0) -> np.ndar
 
 def default_predictor_dir() -> Path | None:
     """The shipped layerwise predictor's folder, if this checkout has one."""
-    path = Path(__file__).resolve().parents[2] / "layerwise" / "data" / "default_predictor"
+    from layerwise.pricing import SHIPPED_DIR as path
+
     return path if path.is_dir() and any(path.iterdir()) else None
 
 

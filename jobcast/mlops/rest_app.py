@@ -18,7 +18,7 @@ Rules (the processes around it: :mod:`jobcast.mlops.serving`):
 * **Input.** MLflow's scoring formats: ``dataframe_split``, ``dataframe_records``, ``inputs``
   or ``instances`` (records, or columns of equal length), and ``params``
   (``{"errors": "raise" | "row"}``). Each row is checked by
-  :func:`jobcast.service.request.requests_from_rows` (types, ranges, unknown columns, network
+  :func:`jobcast.service.engine.request.requests_from_rows` (types, ranges, unknown columns, network
   names). JSON must be strict: ``NaN``/``Infinity`` are refused, and so is nesting deeper than
   Python parses.
 * **Answers.** 200 ``{"predictions": [...]}`` (the pyfunc output columns). Anything else is
@@ -289,7 +289,7 @@ class RestApp:
 
     async def _invocations(self, scope, receive) -> dict:
         from jobcast.mlops.pyfunc_model import refusal_message
-        from jobcast.service.request import JobRequestError, requests_from_rows
+        from jobcast.service.engine.request import JobRequestError, requests_from_rows
 
         deadline = time.monotonic() + self.limits.timeout_s
         headers = dict(scope.get("headers") or [])

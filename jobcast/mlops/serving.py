@@ -1,6 +1,6 @@
 """``jobcast serve``: the registered forecaster over REST, with limits, deadlines and a clean stop.
 
-Rules (numbers measured in ``docs/rest-robustness.md``):
+Rules (numbers measured in ``docs/lab/rest-robustness.md``):
 
 * **Processes.** ``jobcast serve`` is a supervisor: it starts ``--workers`` server processes
   (``python -m jobcast.mlops.serving``), each in its own session, sharing the port
@@ -74,7 +74,7 @@ def pinned_model_uri(model_uri: str, tracking_uri: str) -> str:
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from ingest.credentials import hide_password
+    from fleet.credentials import hide_password
 
     ref = model_uri[len("models:/"):]
     name, has_alias, alias = ref.partition("@")
@@ -253,7 +253,7 @@ def load_served_model(model_uri: str, tracking_uri: str) -> ServedModel:
 
 def warm_up_jobs(model) -> list:
     """An end-to-end job of the packaged models and a layerwise job (when a predictor ships)."""
-    from jobcast.service.request import JobRequest
+    from jobcast.service.engine.request import JobRequest
 
     jobs = []
     for m in sorted(model.forecaster.models, key=lambda m: m.model_id):

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ingest.credentials import hide_password
+from fleet.credentials import hide_password
 from ingest.home import default_tracking_uri, ensure_home, tracking_folder
 from layerwise.predictor import layer_types, training_rows
 from models.dataset import progress_points

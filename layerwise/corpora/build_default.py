@@ -7,15 +7,15 @@
    (``layerwise/data/measured``: PyTorch 2.11 on an H100, four precisions, forward and
    training step) row, with leave-one-chip-out intervals for unseen GPUs and, for GEMMs,
    device-agnostic trees where a GPU lies beyond what its own rows or the training GPUs'
-   specs cover (``docs/layerwise-ops.md``).
+   specs cover (``docs/lab/layerwise-ops.md``).
 2. The compositions of :func:`~layerwise.corpora.network_fit.fit_shipped_compositions`:
    TensorFlow on the Lambda tf_cnn_benchmarks networks (1 GPU, synthetic, training, fp32 and
    fp16, four GPUs) and PROFET's (TensorFlow 2.5, fp32, V100/T4/M60/K80) and PyTorch
    (``composition-pytorch.json``) on ``torchvision_bench`` and the
    measured H100 networks, each interval from residuals of GPUs left out inside the fit
-   (``docs/layerwise-pytorch.md``).
-   ``benchmarks/layerwise_networks.py`` reports the stricter
-   figure where the layer predictor also leaves the GPU out.
+   (``docs/lab/layerwise-pytorch.md``).
+   ``benchmarks/layerwise_transfer.py`` scores whole networks on GPUs and generations left
+   out.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import layerwise.forecast  # noqa: F401  (every module loaded now: a long fit se
 from layerwise.corpora.network_fit import fit_shipped_compositions
 from layerwise.corpora.tables import load_justus, load_measured, load_neusight, shared_data_dir
 from layerwise.efficiency import EfficiencyPredictor
-from layerwise.predictor import DEFAULT_DIR
+from layerwise.pricing import SHIPPED_DIR
 
 
 def build(out: Path, max_iter: int = 400, justus_rows: int = 0,
@@ -56,7 +56,7 @@ def build(out: Path, max_iter: int = 400, justus_rows: int = 0,
         summary.update(rows=int(len(rows)), justus_rows=int(len(j_rows)),
                        neusight_rows=int(len(n_rows)), measured_rows=int(len(m_rows)))
     fit_s = time.perf_counter() - start
-    # the forms and targets of benchmarks/layerwise_networks_v3.py (docs/layerwise-pytorch.md)
+    # the forms and targets chosen in docs/lab/layerwise-pytorch.md
     comps = fit_shipped_compositions(predictor, shared_data_dir())
     predictor.composition_ = comps["tensorflow"]
     predictor.framework_compositions_ = {"pytorch": comps["pytorch"]}
@@ -73,7 +73,7 @@ def build(out: Path, max_iter: int = 400, justus_rows: int = 0,
 def main() -> None:
     """Command line: build the shipped predictor (``--help`` lists the options)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=DEFAULT_DIR)
+    ap.add_argument("--out", type=Path, default=SHIPPED_DIR)
     ap.add_argument("--max-iter", type=int, default=400)
     ap.add_argument("--justus-rows", type=int, default=0, help="subsample (0 = all rows)")
     ap.add_argument("--composition-only", action="store_true",

@@ -39,7 +39,7 @@ from layerwise.compose import Composition, price_layers
 from layerwise.corpora.lambda_runs import read_lambda
 from layerwise.efficiency import chip_of
 from layerwise.network import decompose
-from layerwise.residual import kind_ms
+from layerwise.pricing.residual import kind_ms
 from layerwise.roofline import family_of
 
 TF_CNN_OPTIMIZER = "momentum"
@@ -88,9 +88,9 @@ def lambda_targets(root: Path, gpu_count: int = 1) -> pd.DataFrame:
 
 
 def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
-                 framework: str = "tensorflow") -> pd.DataFrame:
+                 framework: str = "tensorflow", extra: Any = None) -> pd.DataFrame:
     """Targets plus sum_ms, low_ms, high_ms, floor_ms, memory_ms, kind_ms (a dict: priced ms
-    per layer kind), kind_work (:func:`kind_work`), kernels, precision_class,
+    per layer kind), kernels, precision_class,
     roofline_ms, assumed (the precision as run) and year (the GPU's release year - 2019,
     :func:`layerwise.as_run.year_offset`) per row.
 
@@ -106,7 +106,8 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
     ``classes`` and ``aux_heads`` (what was run, :func:`as_measured`),
     ``align8`` (False: no channel alignment rule for half convolutions; comparisons),
     ``ceiling`` (False: half layers without the fp32 price ceiling of
-    :func:`layerwise.as_run.resolve`; comparisons).
+    :func:`layerwise.as_run.resolve`; comparisons). ``extra``: a function of (rows, precision
+    as run) returning more columns per row (a benchmark's own, e.g. memory-bound work).
     """
     from layerwise.forecast import device_features
 
@@ -142,13 +143,13 @@ def network_sums(targets: pd.DataFrame, predictors: Mapping[str, Any] | Any,
                         "memory_ms": layers.loc[memory, "ms"].sum(),
                         "high_ms": layers["high_ms"].sum(),
                         "kind_ms": kind_ms(layers[["layer", "ms"]].to_dict("records")),
-                        "kind_work": kind_work(rows, run),
                         "kernels": int(layers["kernels"].sum()) + cast_launches(
                             run, rows, True, bool(getattr(t, "casts_in_layers",
                                                           CASTS_IN_LAYER_PRICES))),
                         "precision_class": run_class(run, hw, rows),
                         "roofline_ms": roofline_ms(rows, hw, run), "assumed": run.assumed,
-                        "peak_tflops": peak_tflops(hw, run.conv), "year": year_offset(hw)})
+                        "peak_tflops": peak_tflops(hw, run.conv), "year": year_offset(hw),
+                        **(extra(rows, run) if extra is not None else {})})
     return pd.concat([targets.reset_index(drop=True), pd.DataFrame(records)], axis=1)
 
 
@@ -176,48 +177,6 @@ def as_measured(rows: list[dict], classes: int | None = None, aux_heads: bool = 
         last[col] = float(last[col]) * ratio
     last["dim_output"], last["output_shape"] = classes, str(classes)
     return [*rows[:dense[-1]], last, *rows[dense[-1] + 1:]]
-
-
-def kind_work(rows: list[dict], run: Any) -> dict[str, tuple[float, float]]:
-    """Per memory-bound kind of :data:`layerwise.membound.KINDS`: (bytes moved, kernels) of a
-    training step, each row at its kind's precision as run (:func:`layerwise.membound.row_work`)."""
-    from layerwise.membound import KINDS, row_work
-
-    out: dict[str, tuple[float, float]] = {}
-    for row in rows:
-        kind = str(row["layer"])
-        if kind in KINDS:
-            moved, kernels = row_work(row, run.for_kind(kind), True)
-            old = out.get(kind, (0.0, 0.0))
-            out[kind] = (old[0] + moved, old[1] + kernels)
-    return out
-
-
-def reprice_memory_bound(sums: pd.DataFrame, model: Any) -> pd.DataFrame:
-    """``sums`` with the memory-bound kinds of ``kind_work`` priced by ``model``
-    (:class:`layerwise.membound.MemoryBoundModel`) instead of the layer predictor: ``kind_ms``,
-    ``memory_ms`` and ``sum_ms`` replaced, ``low_ms`` and ``high_ms`` scaled with ``sum_ms``."""
-    from fleet.catalog import resolve_gpu
-    from layerwise.membound import spec_features
-
-    out = sums.copy()
-    feats = {g: spec_features(resolve_gpu(str(g))) for g in out["gpu"].unique()}
-    new_kind, delta = [], []
-    for r in out.itertuples(index=False):
-        priced = dict(r.kind_ms)
-        change = 0.0
-        for kind, (moved, kernels) in dict(r.kind_work).items():
-            ms = model.ms(kind, moved, kernels, feats[r.gpu])
-            change += ms - priced.get(kind, 0.0)
-            priced[kind] = ms
-        new_kind.append(priced)
-        delta.append(change)
-    moved = np.array(delta)
-    ratio = (out["sum_ms"].to_numpy(float) + moved) / out["sum_ms"].to_numpy(float)
-    out["kind_ms"], out["memory_ms"] = new_kind, out["memory_ms"] + moved
-    out["sum_ms"] = out["sum_ms"] + moved
-    out["low_ms"], out["high_ms"] = out["low_ms"] * ratio, out["high_ms"] * ratio
-    return out
 
 
 def roofline_ms(rows: list[dict], hw: dict, run: Any) -> float:
@@ -340,10 +299,11 @@ def naive_nearest_gpu(sums: pd.DataFrame, by: str = "chip") -> np.ndarray:
     return pred
 
 
-# chosen by benchmarks/layerwise_networks_v3.py after seeing its figures
-# (docs/layerwise-pytorch.md)
+# chosen after seeing the figures of benchmarks/layerwise_networks_v3.py (retired in issue 38,
+# last at 7459c99)
+# (docs/lab/layerwise-pytorch.md)
 # TensorFlow's form changed on 2026-12-03 (issue 36), after seeing the one-GPU-out and
-# one-generation-out figures of benchmarks/layerwise_transfer.py (docs/layerwise-transfer.md):
+# one-generation-out figures of benchmarks/layerwise_transfer.py (docs/lab/layerwise-transfer.md):
 # the launch cost by the GPU's release year and the stiffer ridge (alpha 1000), chosen among
 # four forms on those two splits, with PROFET's V100/T4/M60/K80 steps in the fit; kept on
 # 2026-12-03 when PROFET's AlexNet (not the zoo's network) left the targets: on them no

@@ -17,7 +17,8 @@ without an optimizer step). Rules:
   TF32 off: request ``fp32-strict``; ``cudnn.benchmark`` off). ``detection`` rows are kept
   apart (:func:`measured_detection`) for checks, never for fitting.
 * Both H100 sessions built ``inception_v3`` and ``googlenet`` with ``aux_logits=False``
-  (``benchmarks/gpu_networks.py``, ``benchmarks/gpu_session2.py``): their rows carry
+  (``benchmarks/gpu_networks.py``; ``benchmarks/gpu_session2.py``, retired, last at
+  5e21865): their rows carry
   ``aux_heads`` False, so the auxiliary classifiers the zoo's training-mode specs hold are not
   priced (:func:`layerwise.corpora.network_fit.as_measured`; issue 36, 2026-12-03).
 """

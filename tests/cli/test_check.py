@@ -16,7 +16,7 @@ from torch_job import run_jobs
 from typer.testing import CliRunner
 
 from jobcast.cli.app import app
-from jobcast.service.check import Observed, find_causes
+from jobcast.service.features.diagnosis import Observed, find_causes
 
 runner = CliRunner()
 T0 = 1_714_000_000
@@ -150,10 +150,10 @@ def test_a_forecaster_bug_is_said_to_be_a_bug_and_the_check_goes_on(tmp_path, mo
     """Fault injection: the forecaster raises ZeroDivisionError (a bug), then a JobcastError
     (a miss); either way the check answers, but only the bug is called one."""
     from ingest.store import Store
-    from jobcast.service.check import check_log
-    from jobcast.service.forecast import ForecastFailure
-    from jobcast.service.forecaster import Forecaster
-    from jobcast.service.request import JobRequestError
+    from jobcast.service.engine.forecast import ForecastFailure
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.engine.request import JobRequestError
+    from jobcast.service.features.diagnosis import check_log
 
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     obs = Observed("log", "a.log", "completed", 100.0, deployment=KEY, network="resnet50",

@@ -11,10 +11,10 @@ import pytest
 from paths import DATA
 from typer.testing import CliRunner
 
-import jobcast.service.forecaster  # noqa: F401  (registers the built-in routes)
+import jobcast.service.engine.forecaster  # noqa: F401  (registers the built-in routes)
 from ingest.store import Store
 from jobcast.cli.app import app
-from jobcast.service.route_registry import history_kinds
+from jobcast.service.engine.route_registry import history_kinds
 
 runner = CliRunner()
 
@@ -107,7 +107,7 @@ def test_predict_single_job_json(fitted_store):
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert out["unit"] == "s" and out["route"] == "end-to-end"
+    assert out["unit"] == "s" and out["route"] == "rate"
     # the run's own history answers: its rate or its phase model (issue 22: chosen by backtest)
     assert out["model"].startswith((f"e2e/resnet50/{run['deployment']}/train/",
                                     f"rate/resnet50/{run['deployment']}/train"))
@@ -130,7 +130,7 @@ def test_predict_jobs_csv(fitted_store, tmp_path):
     result = invoke("predict", "--store", fitted_store, "--jobs", str(jobs), "--json")
     out = json.loads(result.stdout)
     assert len(out) == 3
-    assert out[0]["route"] == "end-to-end" and not out[0]["extrapolated"]
+    assert out[0]["route"] == "rate" and not out[0]["extrapolated"]
     assert out[1]["extrapolated"] is True  # a quarter of the batch size ever seen
     assert "error" in out[2] and "nosuchnet" in out[2]["error"]
     assert result.exit_code == 1  # a job failed
@@ -226,7 +226,7 @@ def test_history_at_another_gpu_count_answers_end_to_end(fitted_store):
     eight = ask("nvidia-a100-sxm4-40gb-x8", 3264)  # the history
     four = ask("4x A100-SXM4-40GB", 1632)  # same per-GPU batch, half the GPUs
     sixteen = ask("2x8 A100-SXM4-40GB IB200", 6528)
-    assert eight["route"] == four["route"] == sixteen["route"] == "end-to-end"
+    assert eight["route"] == "rate" and four["route"] == sixteen["route"] == "end-to-end"
     assert "+scaled/x8-to-x4" in four["model"] and four["extrapolated"]
     assert four["scaled_from"] == "nvidia-a100-sxm4-40gb-x8"
     assert four["low"] <= four["seconds"] <= four["high"]
@@ -236,4 +236,4 @@ def test_history_at_another_gpu_count_answers_end_to_end(fitted_store):
     assert four["step_ms"] <= four["source_step_ms"] < sixteen["step_ms"]
     assert sixteen["interconnect"].endswith("ib200 25 GB/s")
     other = ask("8x H100 SXM5", 2048)  # no history on this accelerator at any count
-    assert other["route"] != "end-to-end"
+    assert other["route"] not in ("rate", "end-to-end")

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from fleet.catalog import load_catalog, resolve_gpu
 from jobcast.cli.app import app
-from jobcast.service.catalog import find_gpus, find_networks
+from jobcast.service.features.known import find_gpus, find_networks
 from layerwise import zoo
 from layerwise.zoo import torch_zoo
 

@@ -9,7 +9,7 @@ import pytest
 from cli_main import run_main
 from typer.testing import CliRunner
 
-import jobcast.service.catalog as service_catalog
+import jobcast.service.features.known as service_catalog
 from jobcast.cli.app import app
 from jobcast.cli.output import set_json_mode
 from jobcast.service.errors import ServiceError

@@ -19,7 +19,7 @@ from ingest.events import ParsedRun, Segment
 from ingest.home import data_home, default_store_url, default_tracking_uri
 from ingest.store import Store
 from jobcast.cli.app import app
-from jobcast.service.job_history import JobHistoryError, newest_run
+from jobcast.service.engine.job_history import JobHistoryError, newest_run
 from models.history import run_table
 
 runner = CliRunner()

@@ -79,7 +79,8 @@ def test_predict_prints_route_model_and_tag_as_written(markup_store, tag):
                     "--tag", tag)
     assert result.exit_code == 0, result.output
     route = next(line for line in result.stdout.splitlines() if line.startswith("route: "))
-    assert "route: end-to-end " in route and "resnet50/google-tpu-v4-x4-n16/" in route
+    assert route.startswith(("route: rate ", "route: end-to-end "))  # a history route's name
+    assert "resnet50/google-tpu-v4-x4-n16/" in route
     assert f"the asked {tag}" in result.stdout
     assert "\nwarning: outside the fitted batch-size or iteration range" in result.stdout
 

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from fleet.errors import JobcastError
 from ingest.store import Store
 from jobcast.cli.app import app
-from jobcast.service import cluster
-from jobcast.service.benching import BenchRequest
 from jobcast.service.errors import ServiceError
+from jobcast.service.features import cluster
+from jobcast.service.features.benching import BenchRequest
 
 runner = CliRunner()
 
@@ -53,10 +53,9 @@ def test_a_library_error_keeps_its_kind_through_the_door(tmp_path):
 
 
 def test_an_empty_store_is_a_service_error_the_report_names(tmp_path):
-    from jobcast.cli.report import EmptyStoreError as OldName
-    from jobcast.service.report_data import EmptyStoreError, report_data
+    from jobcast.service.features.report_data import EmptyStoreError, report_data
 
-    assert OldName is EmptyStoreError and issubclass(EmptyStoreError, ServiceError)
+    assert issubclass(EmptyStoreError, ServiceError)
     url = f"sqlite:///{tmp_path / 'empty.db'}"
     with pytest.raises(EmptyStoreError, match="holds no runs"):
         report_data(Store(url))

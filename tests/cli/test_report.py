@@ -155,7 +155,7 @@ def test_examples_ask_for_the_precision_of_their_history(store_url):
     """The V100 history holds fp16 runs and runs that state no precision: each is its own
     example, answered by a model of its own variant (not the fp32-first default)."""
     from ingest.store import Store
-    from jobcast.cli.report import forecast_jobs, job_table, variant_request
+    from jobcast.service.features.report_data import forecast_jobs, job_table, variant_request
 
     assert variant_request("compiler=xla,precision=fp16") == {"precision": "fp16",
                                                               "tags": "compiler=xla"}
@@ -168,7 +168,7 @@ def test_examples_ask_for_the_precision_of_their_history(store_url):
     v100 = examples[examples["deployment"] == "nvidia-v100-sxm2-16gb-x8"]
     assert sorted(v100["precision"]) == ["fp16", "unstated"]
     a100 = examples[examples["deployment"] == "nvidia-a100-sxm4-40gb-x8"]
-    assert list(a100["precision"]) == ["fp16"] and list(a100["route"]) == ["end-to-end"]
+    assert list(a100["precision"]) == ["fp16"] and list(a100["route"]) == ["rate"]
     assert examples["candidate"].ne("").all()  # which candidate answered, with its backtest
     assert "backtest %" in examples.columns
     for row in examples.itertuples():
@@ -186,7 +186,7 @@ def test_compare_rows_say_why_and_which_precision(store_url):
     notes = {n["id"]: n["text"] for n in out["notes"]}
     rows = {(c["candidate"], c["precision"]): c for c in out["candidates"]}
     a100 = rows[("nvidia-a100-sxm4-40gb-x8", "fp16")]  # its history: fp16 runs at batch 3264
-    assert a100["source"] == "history" and a100["route"] == "end-to-end"
+    assert a100["source"] == "history" and a100["route"] == "rate"
     assert a100["answer_precision"] == "fp16" and a100["variant"] == "precision=fp16"
     assert any("precision=fp16" in notes[i] for i in a100["notes"])
     for row in rows.values():

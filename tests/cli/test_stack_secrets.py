@@ -1,17 +1,27 @@
-"""Least privilege and no secrets in sight in the team stack (issue 27), on real servers:
-``jobcast stack up --mlflow-auth`` runs a real private PostgreSQL with its writer and reader
-roles and the real MLflow tracking server with its basic-auth app, on 127.0.0.1.
+"""The team stack end to end, with least privilege and no secrets in sight (issues 27 and
+38), on real servers: ``jobcast stack up --mlflow-auth`` runs a real private PostgreSQL with
+its writer and reader roles and the real MLflow tracking server with its basic-auth app, on
+127.0.0.1. One stack serves the whole module (started once; the last test stops it).
 
-- the reader role (what ``serve`` as the stack starts it connects as) cannot write;
-- the writer ingests, fits and registers (against the authenticated tracking server), the
-  reader predicts, and the forecast server the stack then starts runs as the reader;
-- the tracking server answers 401 without credentials, 200 with them, 403 to the reader's write;
+- the first ``up`` runs the store and the tracking server, not yet the forecast server, and
+  prints no password; the reader role (what ``serve`` connects as) cannot write;
+- the one end-to-end chain: ingest (``--store``) -> fit and register as the writer (``source
+  D/env``, against the authenticated tracking server, which keeps its runs in PostgreSQL
+  and its artifacts in ``D/artifacts``) -> the reader predicts and may not ingest -> a
+  second ``up`` starts the forecast server as the reader -> it answers as the local
+  forecast does -> its log;
+- the tracking server answers 401 without credentials, 200 with them, 403 to the reader's
+  write;
 - a secret scan of the process table, every file the stack wrote (but the 0600 secret files)
-  and the output of ``stack status``/``logs`` finds none of the generated secrets;
-- a group-readable secret file is refused with a clear message.
+  and the output of ``stack up``/``status``/``logs`` finds none of the generated secrets;
+- a group-readable secret file is refused with a clear message;
+- ``stack down`` stops every piece and frees every port.
 
-Without Flask-WTF (``mlflow[auth]``) the stack runs without MLflow auth and the MLflow tests
-skip; the store's roles are checked either way.
+Subprocesses only where a process boundary is checked: ``stack up`` (the servers it leaves
+running, the forecast server's environment) and ``fit``/``register`` (MLflow's
+process-wide tracking state); the other commands run in this process (``stack_support.cli``).
+Without Flask-WTF (``mlflow[auth]``) the stack runs without MLflow auth and the MLflow auth
+checks skip; the store's roles are checked either way.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import importlib.util
 import json
 import shlex
 import shutil
+import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -28,9 +39,9 @@ from pathlib import Path
 import pytest
 from paths import DATA
 from pg_server import free_port
-from stack_support import run_jobcast, stack_env, stack_folder
+from stack_support import cli, run_jobcast, stack_env, stack_folder
 
-from ingest.credentials import SecretFileError, hide_password, read_secret, write_secret
+from fleet.credentials import SecretFileError, hide_password, read_secret, write_secret
 
 pytestmark = pytest.mark.slow
 
@@ -49,21 +60,49 @@ def _env_file(path: Path) -> dict[str, str]:
     return out
 
 
+def _pieces(status: dict) -> dict[str, dict]:
+    return {p["name"]: p for p in status["pieces"]}
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _ok(result) -> dict | list:
+    """The JSON a command run in this process printed, once it succeeded."""
+    assert result.exit_code == 0, result.output[-3000:]
+    return json.loads(result.stdout)
+
+
 @pytest.fixture(scope="module")
 def stack():
     """A running stack (PostgreSQL + tracking server, auth on when Flask-WTF is there)."""
     folder = stack_folder("jobcast-stack-sec-")
     env = stack_env()
     args = ["--dir", str(folder)]
+    ports = {"pg": free_port(), "mlflow": free_port(), "serve": free_port()}
     try:
-        up = run_jobcast("stack", "up", *args, "--pg-port", str(free_port()), "--mlflow-port",
-                      str(free_port()), "--serve-port", str(free_port()),
-                      "--mlflow-auth" if AUTH else "--no-mlflow-auth", "--json", env=env)
+        up = run_jobcast("stack", "up", *args, "--pg-port", str(ports["pg"]), "--mlflow-port",
+                         str(ports["mlflow"]), "--serve-port", str(ports["serve"]),
+                         "--mlflow-auth" if AUTH else "--no-mlflow-auth", "--json", env=env)
         assert up.returncode == 0, up.stderr[-3000:]
-        yield {"folder": folder, "env": env, "args": args, "up": up}
+        yield {"folder": folder, "env": env, "args": args, "up": up, "ports": ports}
     finally:
-        run_jobcast("stack", "down", *args, "--json", env=env, timeout=120)
+        cli("stack", "down", *args, "--json")  # a no-op once the last test stopped it
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_first_up_runs_the_store_and_the_tracking_server(stack):
+    first = _pieces(json.loads(stack["up"].stdout))
+    assert first["postgres"]["running"] and first["mlflow"]["running"]
+    assert "***" in first["postgres"]["url"]  # the password is not printed
+    assert not first["forecast"]["running"]
+    assert "jobcast register" in first["forecast"]["note"]
+    urls = _env_file(stack["folder"] / "env")
+    assert urls["JOBCAST_STORE"].startswith("postgresql+psycopg://jobcast_writer:")
+    assert urls["MLFLOW_TRACKING_URI"] == first["mlflow"]["url"]
+    assert ("MLFLOW_TRACKING_PASSWORD" in urls) == AUTH
 
 
 def test_the_reader_role_serve_connects_as_cannot_write(stack):
@@ -94,40 +133,73 @@ def test_the_reader_role_serve_connects_as_cannot_write(stack):
         engine.dispose()
 
 
-def test_the_writer_ingests_and_fits_the_reader_predicts(stack):
+def _mlflow_runs_in_postgres(folder: Path, port: int) -> int:
+    """Rows of MLflow's ``runs`` table in the stack's ``mlflow`` database (the superuser's:
+    the store's roles may not connect to it)."""
+    import sqlalchemy as sa
+
+    from jobcast.cli.postgres import LocalPostgres
+
+    engine = sa.create_engine(LocalPostgres(folder, port).url("mlflow"))
+    with engine.connect() as conn:
+        count = conn.execute(sa.text("SELECT count(*) FROM runs")).scalar_one()
+    engine.dispose()
+    return int(count)
+
+
+def _served(url: str, job: dict) -> dict:
+    """The forecast server's answer to one job row."""
+    request = urllib.request.Request(
+        f"{url}/invocations", headers={"Content-Type": "application/json"},
+        data=json.dumps({"dataframe_records": [job]}).encode())
+    with urllib.request.urlopen(request, timeout=120) as resp:
+        [served] = json.load(resp)["predictions"]
+    return served
+
+
+def test_the_writer_ingests_fits_registers_the_reader_predicts_and_serves(stack):
     folder, base = stack["folder"], stack["env"]
-    writer = {**base, **_env_file(folder / "env")}
-    reader = {**base, **_env_file(folder / "reader.env")}
-    assert "jobcast_writer:" in writer["JOBCAST_STORE"]
-    assert ("MLFLOW_TRACKING_PASSWORD" in writer) == AUTH
-    ingested = run_jobcast("ingest", str(DATA / "mlperf"), "--json", env=writer)
-    assert ingested.returncode == 0, ingested.stderr[-3000:]
-    assert json.loads(ingested.stdout)["added"]
-    fitted = run_jobcast("fit", "--json", env=writer)  # logs to the (authenticated) server
+    writer, reader = _env_file(folder / "env"), _env_file(folder / "reader.env")
+    ingested = _ok(cli("ingest", str(DATA / "mlperf"), "--store", writer["JOBCAST_STORE"],
+                       "--json"))
+    assert ingested["added"] and not ingested["rejected"]
+    fitted = run_jobcast("fit", "--json", env={**base, **writer})  # to the (authenticated) server
     assert fitted.returncode == 0, fitted.stderr[-3000:]
-    predicted = run_jobcast("predict", *JOB_FLAGS, "--json", env=reader)
-    assert predicted.returncode == 0, predicted.stderr[-3000:]
-    assert json.loads(predicted.stdout)["seconds"] > 0
-    refused = run_jobcast("ingest", str(DATA / "keras"), env=reader)  # the reader may not write
-    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
-    assert "the store refused to write" in refused.stderr and "source D/env" in refused.stderr
-    registered = run_jobcast("register", "--no-scale-calibration", "--json", env=writer)
+    assert any(str(m.get("model") or m.get("model_id", "")).startswith("e2e/")
+               for m in json.loads(fitted.stdout))
+    refused = cli("ingest", str(DATA / "keras"), env=reader)  # the reader may not write
+    assert refused.exit_code == 2 and not isinstance(refused.exception, Exception), \
+        refused.output[-3000:]
+    assert "Traceback" not in refused.output
+    assert "the store refused to write" in refused.output and "source D/env" in refused.output
+    registered = run_jobcast("register", "--no-scale-calibration", "--json",
+                             env={**base, **writer})
     assert registered.returncode == 0, registered.stderr[-3000:]
+    registered = json.loads(registered.stdout)
+    assert registered["promoted"] and registered["version"] == "1"
+    # the tracking server keeps its runs in PostgreSQL and its artifacts in D/artifacts
+    assert _mlflow_runs_in_postgres(folder, stack["ports"]["pg"]) >= 2
+    assert any(p.is_file() for p in (folder / "artifacts").rglob("*"))
     # a second `up` starts the forecast server: as the reader, on the store and the server
     up = run_jobcast("stack", "up", *stack["args"], "--json", env=base)
     assert up.returncode == 0, up.stderr[-3000:]
-    forecast = {p["name"]: p for p in json.loads(up.stdout)["pieces"]}["forecast"]
-    assert forecast["running"], forecast
+    second = _pieces(json.loads(up.stdout))
+    assert all(p["running"] for p in second.values()), second
+    forecast = second["forecast"]
     environ = dict(item.split("=", 1) for item in Path(f"/proc/{forecast['pid']}/environ")
                    .read_bytes().decode().split("\0") if "=" in item)
     assert environ["JOBCAST_STORE"] == reader["JOBCAST_STORE"]
     assert environ.get("MLFLOW_TRACKING_USERNAME") == reader.get("MLFLOW_TRACKING_USERNAME")
-    request = urllib.request.Request(
-        f"{forecast['url']}/invocations", headers={"Content-Type": "application/json"},
-        data=json.dumps({"dataframe_records": [JOB]}).encode())
-    with urllib.request.urlopen(request, timeout=120) as resp:
-        [served] = json.load(resp)["predictions"]
-    assert served["error"] is None and served["seconds"] > 0
+    served = _served(forecast["url"], {**JOB, "phase": "train"})
+    assert served["error"] is None
+    assert 0 < served["low"] <= served["seconds"] <= served["high"]
+    # the same models answer: those fitted into the PostgreSQL store (the local forecast
+    # may add calibration the registered version was built without)
+    local = _ok(cli("predict", *JOB_FLAGS, "--json", env=reader))
+    assert served["model"] == local["model"]
+    assert served["seconds"] == pytest.approx(local["seconds"], rel=0.05)
+    logs = cli("stack", "logs", *stack["args"], "--service", "forecast", "-n", "5")
+    assert logs.exit_code == 0 and "forecast" in logs.stdout
 
 
 def _get(url: str, user: str | None = None, password: str | None = None,
@@ -181,18 +253,9 @@ def _secrets(folder: Path) -> dict[str, str]:
     return found
 
 
-def test_no_secret_in_the_process_table_files_status_or_logs(stack):
-    from jobcast.cli.stack_secrets import secret_files
-
-    folder, env = stack["folder"], stack["env"]
-    secrets = _secrets(folder)
-    assert len(secrets) >= (8 if AUTH else 5)
-    assert all(len(s) >= 20 for s in secrets.values())
-    skip = {p.resolve() for p in secret_files(folder)}
-    for path in skip:
-        assert path.stat().st_mode & 0o777 == 0o600, path
-    # the scan finds a secret where it is: each one is in a secret file
-    assert all(any(s.encode() in p.read_bytes() for p in skip) for s in secrets.values())
+def _places(folder: Path, skip: set[Path]) -> tuple[dict[str, bytes], int]:
+    """What the scan reads: every process's command line and every file in ``folder`` but
+    those of ``skip``; and how many files that is."""
     places: dict[str, bytes] = {}
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
@@ -208,10 +271,26 @@ def test_no_secret_in_the_process_table_files_status_or_logs(stack):
                 scanned_files += 1
             except OSError:
                 continue  # a PostgreSQL temp file removed meanwhile
+    return places, scanned_files
+
+
+def test_no_secret_in_the_process_table_files_status_or_logs(stack):
+    from jobcast.cli.stack_secrets import secret_files
+
+    folder = stack["folder"]
+    secrets = _secrets(folder)
+    assert len(secrets) >= (8 if AUTH else 5)
+    assert all(len(s) >= 20 for s in secrets.values())
+    skip = {p.resolve() for p in secret_files(folder)}
+    for path in skip:
+        assert path.stat().st_mode & 0o777 == 0o600, path
+    # the scan finds a secret where it is: each one is in a secret file
+    assert all(any(s.encode() in p.read_bytes() for p in skip) for s in secrets.values())
+    places, scanned_files = _places(folder, skip)
     for args in (("status",), ("status", "--json"), ("logs", "-n", "200")):
-        done = run_jobcast("stack", *args, *stack["args"], env=env)
-        assert done.returncode == 0, done.stderr[-2000:]
-        places[f"stack {' '.join(args)}"] = (done.stdout + done.stderr).encode()
+        done = cli("stack", *args, *stack["args"])
+        assert done.exit_code == 0, done.output[-2000:]
+        places[f"stack {' '.join(args)}"] = done.output.encode()
     places["stack up --json"] = (stack["up"].stdout + stack["up"].stderr).encode()
     hits = [(name, where) for name, secret in secrets.items()
             for where, data in places.items() if secret.encode() in data]
@@ -226,13 +305,19 @@ def test_a_group_readable_secret_file_is_refused(stack):
     secret = folder / "pg-reader.password"
     secret.chmod(0o640)
     try:
-        done = run_jobcast("stack", "status", *stack["args"], env=stack["env"])
+        done = cli("stack", "status", *stack["args"])
     finally:
         secret.chmod(0o600)
-    assert done.returncode != 0
-    assert str(secret) in done.stderr and "chmod 600" in done.stderr
-    assert "Traceback" not in done.stderr
-    assert run_jobcast("stack", "status", *stack["args"], env=stack["env"]).returncode == 0
+    assert done.exit_code != 0
+    assert str(secret) in done.output and "chmod 600" in done.output
+    assert not isinstance(done.exception, Exception) and "Traceback" not in done.output
+    assert cli("stack", "status", *stack["args"]).exit_code == 0
+
+
+def test_down_stops_every_piece_and_frees_its_port(stack):
+    down = _ok(cli("stack", "down", *stack["args"], "--json"))
+    assert not any(p["running"] for p in down["pieces"])
+    assert not any(_listening(p) for p in stack["ports"].values())
 
 
 def test_secret_files_are_written_0600_and_refused_when_others_may_read(tmp_path):

@@ -79,7 +79,7 @@ def test_every_library_error_is_a_jobcast_error(key):
 def test_room_errors_keep_their_builtin_base():
     from fleet.catalog import UnknownGpuError
     from ingest.events import ParseError
-    from jobcast.service.routes import RouteMiss
+    from jobcast.service.engine.routes import RouteMiss
 
     assert issubclass(ParseError, ValueError) and issubclass(RouteMiss, LookupError)
     assert issubclass(UnknownGpuError, KeyError)
@@ -87,7 +87,7 @@ def test_room_errors_keep_their_builtin_base():
 
 def test_one_json_shape_from_the_error_itself():
     from ingest.events import ParseError
-    from jobcast.service.request import JobRequestError
+    from jobcast.service.engine.request import JobRequestError
 
     parse = ParseError("not a number", line=7, source="runs/a.log").info().as_dict()
     assert parse == {"kind": "parse", "message": str(ParseError(

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from fleet.framework import FRAMEWORKS, Framework, parse_framework, parse_framework_choice
-from jobcast.service.request import JobRequest, JobRequestError
+from jobcast.service.engine.request import JobRequest, JobRequestError
 from layerwise.compose import Composition, composition_for
 
 

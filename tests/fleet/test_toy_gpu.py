@@ -93,8 +93,8 @@ def test_the_toy_interconnect_comes_from_its_row(toy_gpu):
 
 
 def test_a_layerwise_forecast_on_the_toy_needs_no_store(toy_gpu):
-    from jobcast.service.forecaster import Forecaster
-    from jobcast.service.request import JobRequest
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.engine.request import JobRequest
     from layerwise.efficiency_arrays import fp32_issue_factor
 
     assert fp32_issue_factor(TOY) == 2.0
@@ -106,9 +106,9 @@ def test_a_layerwise_forecast_on_the_toy_needs_no_store(toy_gpu):
 
 
 def test_compare_lists_the_toy_with_its_cost(toy_gpu, toy_prices):
-    from jobcast.service.compare import compare
-    from jobcast.service.forecaster import Forecaster
-    from jobcast.service.prices import load_prices
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.features.compare import compare
+    from jobcast.service.features.prices import load_prices
 
     table = load_prices()
     assert table.source == str(toy_prices) and table.price("X100") == 9.5

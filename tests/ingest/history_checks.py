@@ -113,15 +113,15 @@ def forecast_check(store, network: str, steps: int, actual: float,
     """Forecast ``steps`` steps of the job from the store (service API) and assert it lies
     within the history's own bound (module doc); the measured ``actual`` is reported."""
     from fleet.deployment import normalise_deployment
-    from jobcast.service.forecaster import Forecaster
-    from jobcast.service.request import JobRequest
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.engine.request import JobRequest
 
     request = JobRequest.from_mapping({
         "network": network, "deployment": normalise_deployment(DEPLOYMENT), "batch_size": 16,
         "iterations": steps, "phase": "train", "system": system, "stack": stack})
     result = Forecaster(store).forecast(request).to_dict()
     assert "error" not in result, result
-    assert result["route"] == "end-to-end", result
+    assert result["route"] in ("rate", "end-to-end"), result
     assert result["low"] <= result["seconds"] <= result["high"], result
     low, high = history_bound(store, network)
     assert low <= result["seconds"] / steps <= high, (low, high, result)

@@ -12,7 +12,7 @@ Properties, as for every parser:
 * a rejection names the file (the run, for MLflow) and gives a reason;
 * every run that is stored reads back with finite, positive, in-range values only.
 
-Mutations: the byte mutations of benchmarks/fuzz_parsers.py (which mostly break the framing's
+Mutations: the byte mutations of tests/fuzz_cases.py (which mostly break the framing's
 checksums), and, to reach the parsers behind the checksums, structure-aware ones: a hostile
 value in one protobuf field of one record (wall time, step, scalar, tag, file version; a W&B
 history value, the run's start time), records dropped, duplicated or swapped, then the file
@@ -30,11 +30,13 @@ import struct
 import zlib
 from collections import Counter
 
+import fuzz_cases as FUZZ
 import pytest
+from fuzz_cases import assert_sane, sample_of
 from history_checks import report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import DATA, assert_sane, load_benchmark
+from paths import DATA
 
 from ingest.parsers import wire
 from ingest.store import Store
@@ -42,15 +44,14 @@ from ingest.store import Store
 HISTORY = DATA / "history"
 
 
-FUZZ = load_benchmark("fuzz_parsers")
 FLAGS = {"deployment": "1x cpu"}
 SAMPLES = {
     # the tensorboardX add_hparams sub-folder's file holds the hparams plugin records
-    "tensorboard": [FUZZ._s(p, **FLAGS) for p in sorted(HISTORY.glob("tb/*/events.out.*"))
+    "tensorboard": [sample_of(p, **FLAGS) for p in sorted(HISTORY.glob("tb/*/events.out.*"))
                     + sorted(HISTORY.glob("tb/keras/train/events.out.*"))
                     + sorted(HISTORY.glob("tb/tbx/1*/events.out.*"))],
-    "wandb": [FUZZ._s(p, **FLAGS) for p in sorted(HISTORY.glob("wandb/*/run-*.wandb"))],
-    "wandb_history": [FUZZ._s(HISTORY / "wandb_export" / "history.csv", network="tinycnn",
+    "wandb": [sample_of(p, **FLAGS) for p in sorted(HISTORY.glob("wandb/*/run-*.wandb"))],
+    "wandb_history": [sample_of(HISTORY / "wandb_export" / "history.csv", network="tinycnn",
                               batch_size=16, **FLAGS)],
 }
 ORIGINALS = {s: s.path.read_bytes() for samples in SAMPLES.values() for s in samples}

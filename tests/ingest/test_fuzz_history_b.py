@@ -4,27 +4,26 @@ parsers: torchvision references, timm, Lightning (TQDM and Rich bars), Hugging F
 ``metrics.json``, through the real ingest path into a real SQLite store.
 
 The samples are the real files of tests/data/frameworks (provenance there); the mutations,
-the harness and the stored-value check are benchmarks/fuzz_parsers.py's (loaded by path,
-as tests/ingest/test_fuzz_parsers.py does). Properties: nothing but a ParseError escapes,
+the harness and the stored-value check are tests/fuzz_cases.py's (as
+tests/ingest/test_fuzz_parsers.py uses them). Properties: nothing but a ParseError escapes,
 no parser fails inside (the pipeline's safety net is never needed), a rejection names the
 file and gives a reason, and every stored run reads back finite and in range. The longer
-seeded run: benchmarks/fuzz_history_b.py (docs/history-sources.md).
+seeded run: ``benchmarks/fuzz_parsers.py --set history-b`` (docs/history-sources.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+import fuzz_cases as FUZZ
 import pytest
+from fuzz_cases import assert_sane, numbered_lines, stores_per_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import assert_sane, load_benchmark, numbered_lines, stores_per_format
 
 from ingest.store import Store
 
-HISTORY = load_benchmark("fuzz_history_b")
-FUZZ = HISTORY.FUZZ
-SAMPLES = HISTORY.SAMPLES
+SAMPLES = FUZZ.HISTORY_B_SAMPLES
 FORMATS = list(SAMPLES)
 ORIGINALS = {s: s.path.read_bytes() for samples in SAMPLES.values() for s in samples}
 NUMBERED = {s: numbered_lines(d) for s, d in ORIGINALS.items()}
@@ -71,7 +70,7 @@ def test_one_hostile_number_is_stored_sanely_or_rejected(fmt, data, stores):
     sample = data.draw(st.sampled_from(SAMPLES[fmt]), label="sample")
     lines = ORIGINALS[sample].split(b"\n")
     index = data.draw(st.sampled_from(NUMBERED[sample]), label="line")
-    numbers = list(FUZZ._NUMBER.finditer(lines[index]))
+    numbers = list(FUZZ.NUMBER.finditer(lines[index]))
     if not numbers:
         return
     m = data.draw(st.sampled_from(numbers), label="number")

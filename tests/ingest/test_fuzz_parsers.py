@@ -9,9 +9,10 @@ JSON-lines, Keras stdout, MLPerf v0.5, v0.6 and v0.7+, Caffe, tf_cnn_benchmarks)
 * a rejection names the file and gives a reason;
 * every run that is stored reads back with finite, positive, in-range values only.
 
-The mutations and the stored-value check are those of ``benchmarks/fuzz_parsers.py``
-(loaded by path; its longer seeded run is in docs/fuzz.md); hypothesis draws the sample,
-the random choices of the mutations, and, in the targeted tests, the hostile value.
+The mutations and the stored-value check are tests/fuzz_cases.py's (the seeded run
+``benchmarks/fuzz_parsers.py`` uses the same; its longer run is in docs/lab/fuzz.md); hypothesis
+draws the sample, the random choices of the mutations, and, in the targeted tests, the
+hostile value.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import fuzz_cases as FUZZ
 import pytest
+from fuzz_cases import assert_sane, numbered_lines, stores_per_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import assert_sane, load_benchmark, numbered_lines, stores_per_format
 
 from ingest.store import Store
 
-FUZZ = load_benchmark("fuzz_parsers")
 FORMATS = list(FUZZ.SAMPLES)
 ORIGINALS = {s: s.path.read_bytes() for samples in FUZZ.SAMPLES.values() for s in samples}
 
@@ -77,7 +78,7 @@ def test_one_hostile_number_is_stored_sanely_or_rejected(fmt, data, stores):
     sample = data.draw(st.sampled_from(FUZZ.SAMPLES[fmt]), label="sample")
     lines = ORIGINALS[sample].split(b"\n")
     index = data.draw(st.sampled_from(NUMBERED[sample]), label="line")
-    numbers = list(FUZZ._NUMBER.finditer(lines[index]))
+    numbers = list(FUZZ.NUMBER.finditer(lines[index]))
     if not numbers:
         return
     m = data.draw(st.sampled_from(numbers), label="number")

@@ -43,7 +43,7 @@ def test_schema_version_error_is_a_store_error_and_keeps_runtime_error():
 def test_old_import_paths_name_the_same_classes():
     import ingest.errors
     import ingest.store
-    from jobcast.service import stores
+    from jobcast.service.features import stores
 
     assert ingest.store.StoreError is ingest.errors.StoreError is stores.StoreError
     assert ingest.store.SchemaVersionError is SchemaVersionError is stores.SchemaVersionError

@@ -125,8 +125,8 @@ def test_reingest_adds_nothing(lightning, huggingface):
 
 @pytest.mark.parametrize("which", ["lightning", "huggingface"])
 def test_forecast_of_a_longer_run_from_this_history(which, request):
-    from jobcast.service.forecaster import Forecaster
-    from jobcast.service.request import JobRequest
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.engine.request import JobRequest
     from models.e2e import fit_store_report
 
     root, runs, store, _ = request.getfixturevalue(which)
@@ -136,7 +136,7 @@ def test_forecast_of_a_longer_run_from_this_history(which, request):
     forecast = Forecaster(store).forecast(JobRequest(
         network="tinycnn", deployment=CPU, batch_size=16, iterations=steps, phase="train",
         system=system)).to_dict()
-    assert forecast["route"] == "end-to-end", forecast
+    assert forecast["route"] == "rate", forecast
     assert forecast["unit"] == "s" and forecast["low"] <= forecast["seconds"] <= forecast["high"]
     assert forecast["model"] and "tinycnn" in forecast["model"]
     cited = json.dumps(forecast)

@@ -144,11 +144,11 @@ def test_toy_logs_reach_the_cli_fit_forecast_and_compare(tmp_path, toy_format):
     """``jobcast ingest --json`` stores them; the fit and a forecast from the system's own
     history answer from them; ``compare --history`` shows the stored deployment."""
     from jobcast.cli.app import app
-    from jobcast.service.compare import compare
-    from jobcast.service.fitting import fit_store_all
-    from jobcast.service.forecaster import Forecaster
-    from jobcast.service.prices import load_prices
-    from jobcast.service.request import JobRequest
+    from jobcast.service.engine.fitting import fit_store_all
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.engine.request import JobRequest
+    from jobcast.service.features.compare import compare
+    from jobcast.service.features.prices import load_prices
 
     logs = toy_tree(tmp_path / "logs")
     url = f"sqlite:///{tmp_path / 'toy.db'}"
@@ -169,7 +169,7 @@ def test_toy_logs_reach_the_cli_fit_forecast_and_compare(tmp_path, toy_format):
                                        "system": system})
         answer = forecaster.forecast(ask)
         truth = 4.0 + rate * 2000
-        assert answer.ok and str(answer.route) == "end-to-end", answer
+        assert answer.ok and str(answer.route) == "rate", answer
         assert str(answer.details["candidate"]).startswith("own"), answer.details
         assert abs(answer.seconds - truth) / truth < 0.05
 
@@ -177,5 +177,5 @@ def test_toy_logs_reach_the_cli_fit_forecast_and_compare(tmp_path, toy_format):
                     devices=[], include_history=True)
     history = [r for r in table["candidates"] if r["source"] == "history"]
     assert history and all("error" not in r for r in history), table["candidates"]
-    assert {r["route"] for r in history} == {"end-to-end"}
+    assert {r["route"] for r in history} == {"rate"}
     assert {r["deployment"] for r in history} == {Deployment.parse(DEPLOYMENT).key}

@@ -13,7 +13,7 @@ import pytest
 from sklearn.base import clone
 
 from layerwise.active import STRATEGIES, ActiveSampler, ReplayResult, design, mape, replay
-from layerwise.layers import LAYER_TYPES
+from layerwise.layers import KINDS
 from layerwise.roofline import physics_frame
 
 # the synthetic times are defined against physics_frame's bound, so the trees learn f alone
@@ -23,7 +23,7 @@ SMALL = {"n_estimators": 3, "max_iter": 40, "max_leaf_nodes": 15, "bootstrap": F
 
 def _rows(n: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    rows = pd.DataFrame([LAYER_TYPES["conv"].sample(rng) for _ in range(n)])
+    rows = pd.DataFrame([KINDS["conv"].sample(rng) for _ in range(n)])
     rows.index = [f"s{seed}:{i}" for i in range(n)]
     return rows.assign(gpu="V100", framework="tensorflow")
 

@@ -18,7 +18,7 @@ from layerwise.bench import (
     parse_layers,
     run_campaign,
 )
-from layerwise.layers import LAYER_TYPES, FeatureSpace
+from layerwise.layers import KINDS, FeatureSpace
 from layerwise.local_device import cpu_features, cpu_slug, parse_cpuinfo, parse_device
 
 # Tiny sizes: every configuration runs in well under a millisecond.
@@ -64,8 +64,8 @@ def test_configs_are_deterministic_per_index():
 @pytest.mark.slow
 def test_bench_rows_are_valid_for_every_layer_type():
     rng = np.random.default_rng(0)
-    for i, name in enumerate(LAYER_TYPES):
-        row = LAYER_TYPES[name].sample(rng, TINY)
+    for i, name in enumerate(KINDS):
+        row = KINDS[name].sample(rng, TINY)
         row["optimizer"] = "none" if i % 2 else "adam"
         out = bench_row(row, "cpu", FAST)
         assert out["status"] == "ok", out["error"]
@@ -77,7 +77,7 @@ def test_bench_rows_are_valid_for_every_layer_type():
 
 @pytest.mark.slow
 def test_every_optimizer_runs_a_training_step():
-    row = LAYER_TYPES["dense"].sample(np.random.default_rng(1), TINY)
+    row = KINDS["dense"].sample(np.random.default_rng(1), TINY)
     for opt in ("sgd", "adadelta", "adagrad", "momentum", "adam", "rmsprop"):
         out = bench_row({**row, "optimizer": opt}, "cpu", FAST)
         assert out["status"] == "ok", (opt, out["error"])
@@ -148,7 +148,7 @@ def test_foreign_file_is_refused(tmp_path):
 
 def test_layer_and_device_parsing():
     assert parse_layers("conv, dense") == ["conv", "dense"]
-    assert parse_layers("all") == list(LAYER_TYPES)
+    assert parse_layers("all") == list(KINDS)
     with pytest.raises(ValueError, match="lstm"):
         parse_layers("conv,lstm")
     assert parse_device("gpu:1") == ("gpu", 1)

@@ -6,8 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from layerwise.compose import BACKWARD_RATIO, Composition, precision_class, price_layers
+from layerwise.as_run import precision_class
+from layerwise.compose import Composition, price_layers
 from layerwise.forecast import device_features
+from layerwise.pricing.step import BACKWARD_RATIO
 
 
 def test_composition_recovers_scale_and_overheads():

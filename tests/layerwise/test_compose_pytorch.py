@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from layerwise.as_run import step_array, step_from_dict
 from layerwise.compose import Composition, price_layers
 from layerwise.corpora.network_fit import leave_one_out, naive_nearest_gpu, naive_roofline
 from layerwise.corpora.torchvision_bench import (
@@ -20,6 +19,7 @@ from layerwise.corpora.torchvision_bench import (
 )
 from layerwise.forecast import device_features
 from layerwise.network import decompose
+from layerwise.pricing.step import step_array, step_from_dict
 
 
 def _frame(n: int = 60, seed: int = 5) -> pd.DataFrame:

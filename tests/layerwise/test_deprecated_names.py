@@ -15,13 +15,14 @@ from layerwise.deprecated import renamed_keys, renamed_param
 from layerwise.efficiency import EfficiencyPredictor
 from layerwise.estimators.base import Estimator
 from layerwise.estimators.gbt import GbtEstimator
-from layerwise.predictor import DEFAULT_DIR, LayerPredictor
+from layerwise.predictor import LayerPredictor
+from layerwise.pricing import SHIPPED_DIR
 
 
 def test_the_shipped_efficiency_file_holds_the_old_keys_and_loads_under_the_new_ones():
-    saved = json.loads((DEFAULT_DIR / "efficiency.json").read_text())["params"]
+    saved = json.loads((SHIPPED_DIR / "efficiency.json").read_text())["params"]
     assert {"calibrate_unseen", "calibration_rows"} <= set(saved)  # written before the rename
-    loaded = EfficiencyPredictor.load(DEFAULT_DIR).get_params()
+    loaded = EfficiencyPredictor.load(SHIPPED_DIR).get_params()
     assert loaded["unseen_interval_refits"] is saved["calibrate_unseen"]
     assert loaded["interval_refit_rows"] == saved["calibration_rows"]
     assert loaded["calibrate_unseen"] is None and loaded["calibration_rows"] is None
@@ -76,7 +77,7 @@ def test_layerwise_hardware_is_a_deprecated_shim_of_local_device():
 def test_feature_frame_takes_device_features_and_the_old_hardware_keyword():
     import pandas as pd
 
-    from layerwise.efficiency import feature_frame
+    from layerwise.efficiency import efficiency_features
     from layerwise.roofline import physics_columns
 
     rows = pd.DataFrame([{"layer": "dense", "batchsize": 8, "dim_input": 64, "dim_output": 32,
@@ -84,8 +85,8 @@ def test_feature_frame_takes_device_features_and_the_old_hardware_keyword():
                           "optimizer": "none", "precision": 32, "gpu": "V100"}])
     phys = pd.DataFrame(physics_columns(rows.to_dict("records"), rows.index, set(rows.columns)),
                         index=rows.index)
-    new = feature_frame(rows, phys, device_features=False)
-    assert feature_frame(rows, phys, False).equals(new)
+    new = efficiency_features(rows, phys, device_features=False)
+    assert efficiency_features(rows, phys, False).equals(new)
     with pytest.warns(FutureWarning, match="device_features"):
-        assert feature_frame(rows, phys, hardware=False).equals(new)
-    assert len(feature_frame(rows, phys, device_features=True).columns) > len(new.columns)
+        assert efficiency_features(rows, phys, hardware=False).equals(new)
+    assert len(efficiency_features(rows, phys, device_features=True).columns) > len(new.columns)

@@ -13,7 +13,7 @@ from layerwise.efficiency_arrays import (
     fp32_issue_factor,
     gemm_physics,
 )
-from layerwise.predictor import DEFAULT_DIR
+from layerwise.pricing import SHIPPED_DIR
 from layerwise.roofline import physics_columns
 
 
@@ -55,14 +55,14 @@ def test_only_fp32_gemm_rows_on_dual_issue_gpus_change():
 
 def test_the_shipped_trees_saw_no_dual_issue_gpu():
     """The rule changes no training row, so the shipped trees hold with it on or off."""
-    doc = json.loads((DEFAULT_DIR / "efficiency.json").read_text())
+    doc = json.loads((SHIPPED_DIR / "efficiency.json").read_text())
     assert doc["info"]["gpus"]
     assert all(fp32_issue_factor(g) == 1.0 for g in doc["info"]["gpus"])
 
 
 def test_shipped_model_prices_a_dual_issue_gemm_slower_and_leaves_others():
-    on = EfficiencyArrays.load(DEFAULT_DIR)
-    off = EfficiencyArrays.load(DEFAULT_DIR)
+    on = EfficiencyArrays.load(SHIPPED_DIR)
+    off = EfficiencyArrays.load(SHIPPED_DIR)
     off.dual_issue = False
     records, columns = as_records([_dense("NVIDIA L4"), _dense("NVIDIA A100 80GB PCIe"),
                                    _add("NVIDIA L4")])

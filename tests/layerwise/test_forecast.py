@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from layerwise.forecast import forecast_network
-from layerwise.layers import LAYER_TYPES, layer_of
+from layerwise.layers import KINDS, layer_of
+from layerwise.pricing.model import PER_TYPE
 
 NET = {
     "name": "small", "input_shape": [16, 16, 3],
@@ -26,6 +27,8 @@ NET = {
 class StandIn:
     """A FLOPs-proportional predictor with a per-call floor, knowing only some layer types."""
 
+    pricing = PER_TYPE  # priced layer by layer (layerwise.per_type)
+
     def __init__(self, known=("conv", "dense"), floor_ms=0.05, ms_per_mflop=0.01):
         self.known_layers = set(known)
         self.floor_ms, self.ms_per_mflop = floor_ms, ms_per_mflop
@@ -38,7 +41,7 @@ class StandIn:
             kind = layer_of(row)
             assert kind in self.known_layers
             work = 3.0 if row["optimizer"] != "none" else 1.0
-            ms.append(self.floor_ms + work * self.ms_per_mflop * LAYER_TYPES[kind].flops(row) / 1e6)
+            ms.append(self.floor_ms + work * self.ms_per_mflop * KINDS[kind].flops(row) / 1e6)
         pred = pd.Series(ms, index=rows.index)
         return pd.DataFrame({"predicted_ms": pred, "low_ms": 0.8 * pred, "high_ms": 1.25 * pred})
 
@@ -88,7 +91,7 @@ def test_training_costs_more_than_forward_and_overhead_counted_once():
 
 
 def test_known_layers_are_predicted_when_the_predictor_knows_them():
-    p = StandIn(known=tuple(LAYER_TYPES))
+    p = StandIn(known=tuple(KINDS))
     out = forecast_network(NET, device="cpu", batch_size=4, optimizer="adam", predictor=p)
     assert out["unknown_layers"] == []
     assert not any("not trained" in w for w in out["warnings"])

@@ -13,7 +13,7 @@ from paths import DATA
 from layerwise.efficiency import EfficiencyPredictor
 from layerwise.efficiency_arrays import EfficiencyArrays, as_records
 from layerwise.forest import Forest, ForestGroup
-from layerwise.predictor import DEFAULT_DIR
+from layerwise.pricing import SHIPPED_DIR
 from layerwise.sources import kind_rows
 
 
@@ -69,12 +69,12 @@ def layer_rows() -> pd.DataFrame:
 
 
 def test_row_dicts_and_frames_get_the_same_answer(layer_rows):
-    shipped = EfficiencyPredictor.load(DEFAULT_DIR)
+    shipped = EfficiencyPredictor.load(SHIPPED_DIR)
     frame = shipped.predict(layer_rows)
     dicts = [{k: v for k, v in r.items() if not (isinstance(v, float) and np.isnan(v))}
              for r in layer_rows.to_dict("records")]
     records, columns = as_records(dicts)
-    arrays = EfficiencyArrays.load(DEFAULT_DIR).predict_records(records, columns)
+    arrays = EfficiencyArrays.load(SHIPPED_DIR).predict_records(records, columns)
     for col in frame.columns:
         np.testing.assert_array_equal(np.asarray(arrays[col]), frame[col].to_numpy(), col)
 
@@ -82,7 +82,7 @@ def test_row_dicts_and_frames_get_the_same_answer(layer_rows):
 def test_the_arrays_load_and_predict_without_pandas_sklearn_or_scipy():
     code = ("import sys\n"
             "from layerwise.efficiency_arrays import EfficiencyArrays\n"
-            "from layerwise.quick import SHIPPED_DIR\n"
+            "from layerwise.pricing import SHIPPED_DIR\n"
             "m = EfficiencyArrays.load(SHIPPED_DIR)\n"
             "out = m.predict_records([{'layer': 'conv', 'batchsize': 8, 'matsize': 32,\n"
             "    'kernelsize': 3, 'channels_in': 16, 'channels_out': 32, 'strides': 1,\n"

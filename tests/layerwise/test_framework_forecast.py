@@ -7,7 +7,7 @@ import pytest
 
 from layerwise.efficiency import EfficiencyPredictor
 from layerwise.forecast import forecast_network
-from layerwise.predictor import DEFAULT_DIR
+from layerwise.pricing import SHIPPED_DIR
 from layerwise.shipped import default_predictor
 
 
@@ -29,7 +29,7 @@ def test_framework_changes_the_forecast_and_is_reported():
 
 
 def test_framework_compositions_round_trip(tmp_path):
-    pred = EfficiencyPredictor.load(DEFAULT_DIR)
+    pred = EfficiencyPredictor.load(SHIPPED_DIR)
     pred.save(tmp_path)
     again = EfficiencyPredictor.load(tmp_path)
     assert set(again.framework_compositions_) == set(pred.framework_compositions_)

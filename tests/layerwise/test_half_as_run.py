@@ -1,4 +1,4 @@
-"""Half precision as the framework runs it (issue 23, section 8 of docs/layerwise-pytorch.md):
+"""Half precision as the framework runs it (issue 23, section 8 of docs/lab/layerwise-pytorch.md):
 weight casts inside the layer prices, TensorFlow's half storage on GPUs without fast FP16,
 and the channel alignment of half convolutions in older releases. Relations, not numbers."""
 
@@ -9,7 +9,7 @@ import pytest
 from layerwise.as_run import as_run_warning, cast_kernels, cast_launches, resolve
 from layerwise.forecast import device_features, forecast_network
 from layerwise.network import decompose
-from layerwise.pricing import layer_query
+from layerwise.pricing.rows import layer_query
 
 
 def _first_conv_and_a_later_one(rows):

@@ -1,5 +1,5 @@
 """Half layers no slower than the framework's fp32 on GPUs with TF32 tensor cores (issue 23,
-section 9 of docs/layerwise-pytorch.md). Relations, not numbers."""
+section 9 of docs/lab/layerwise-pytorch.md). Relations, not numbers."""
 
 from __future__ import annotations
 
@@ -80,9 +80,9 @@ def test_a_half_layer_costs_at_most_its_fp32_price_and_nothing_else_moves():
 
 
 def test_the_fast_path_prices_the_ceiling_too():
-    from layerwise.quick import forecast_fast
+    from layerwise.forecast import forecast_network
 
-    rows = {p: forecast_fast("vgg11_bn", device="A100", batch_size=32, optimizer="momentum",
+    rows = {p: forecast_network("vgg11_bn", device="A100", batch_size=32, optimizer="momentum",
                              precision=p, framework="pytorch") for p in ("fp16", "fp32")}
     assert "at most at PyTorch's fp32" in rows["fp16"]["precision_as_run"]["assumed"]
     assert "at most" not in rows["fp32"]["precision_as_run"]["assumed"]

@@ -1,6 +1,7 @@
 """PyTorch profiler traces as layer rows (layerwise.kineto), from real traces of ResNet-18
-training steps profiled here on the CPU (benchmarks/kineto_capture.py: ResNet-18 in plain
-torch, as torchvision builds it; torchvision itself does not import beside the CPU torch).
+training steps profiled here on the CPU (tests/kineto_steps.py, which
+benchmarks/kineto_capture.py uses too: ResNet-18 in plain torch, as torchvision builds it;
+torchvision itself does not import beside the CPU torch).
 
 * Each forward layer op of a step becomes a row of its kind with the shapes the trace records
   (ResNet-18: 20 convolutions, 20 batch norms, 17 ReLUs, 8 residual adds, 2 pools, 1 linear);
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from paths import DATA, load_benchmark
+from paths import DATA
 from typer.testing import CliRunner
 
 from layerwise.kineto import TraceError, layer_row, load_trace, trace_rows
@@ -32,11 +33,11 @@ GPU_TRACES = sorted((DATA / "frameworks" / "kineto").glob("*.json.gz"))
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory) -> list[Path]:
     import torch
+    from kineto_steps import capture
 
-    capture = load_benchmark("kineto_capture")
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("traces")
-    done = [capture.capture(out, "cpu", batch, image, steps=1, warmup=1, compress=False)
+    done = [capture(out, "cpu", batch, image, steps=1, warmup=1, compress=False)
             for batch, image in ((2, 32), (4, 32), (2, 48), (4, 48))]
     return [Path(d["trace"]) for d in done]
 

@@ -20,7 +20,7 @@ from layerwise.kinds import KINDS, register, unregister
 from layerwise.kinds.base import NetLayer, Row, RowContext, elements
 from layerwise.kinds.plane import PlaneKind
 from layerwise.kinds.space import FeatureSpace, draw_int
-from layerwise.layers import LAYER_TYPES, all_columns, get_layer
+from layerwise.layers import all_columns, get_layer
 from layerwise.network import decompose
 
 
@@ -83,7 +83,7 @@ def toy():
 
 
 def test_toy_kind_flows_through_specs_columns_and_sampling(toy):
-    assert get_layer("zeropad") is toy and LAYER_TYPES["zeropad"] is toy
+    assert get_layer("zeropad") is toy and KINDS["zeropad"] is toy
     assert "pad" in all_columns() and all_columns()[-2:] == ["optimizer", "precision"]
     assert parse_layers("all")[-1] == "zeropad"
     rows = list(campaign_configs(["zeropad"], 20, seed=1, space="cpu"))

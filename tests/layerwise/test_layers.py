@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from layerwise.layers import (
-    LAYER_TYPES,
+    KINDS,
     SPACES,
     FeatureSpace,
     InvalidLayerConfig,
@@ -26,9 +26,9 @@ def conv_row(**kw) -> dict:
 
 
 @pytest.mark.parametrize("space", sorted(SPACES))
-@pytest.mark.parametrize("name", sorted(LAYER_TYPES))
+@pytest.mark.parametrize("name", sorted(KINDS))
 def test_samples_are_complete_valid_and_bounded(name, space):
-    spec, sp = LAYER_TYPES[name], SPACES[space]
+    spec, sp = KINDS[name], SPACES[space]
     rng = np.random.default_rng(7)
     for _ in range(60):
         row = spec.sample(rng, space)
@@ -44,7 +44,7 @@ def test_samples_are_complete_valid_and_bounded(name, space):
 
 
 def test_sampling_is_deterministic_and_mixes_forward_and_training():
-    spec = LAYER_TYPES["conv"]
+    spec = KINDS["conv"]
     a = [spec.sample(np.random.default_rng([3, i])) for i in range(200)]
     b = [spec.sample(np.random.default_rng([3, i])) for i in range(200)]
     assert a == b
@@ -112,7 +112,7 @@ def test_invalid_configuration_is_explained_not_raised_by_costs():
 def test_tight_space_is_an_error_and_unknown_names_are_listed():
     impossible = FeatureSpace(name="impossible", max_flops=0.0)
     with pytest.raises(RuntimeError, match="too tight"):
-        LAYER_TYPES["conv"].sample(np.random.default_rng(0), impossible)
+        KINDS["conv"].sample(np.random.default_rng(0), impossible)
     with pytest.raises(ValueError, match="known: conv"):
         get_layer("lstm")
 
@@ -123,6 +123,6 @@ def test_layer_of_published_rows_and_columns():
     assert layer_of({"layer": "pool", "kernelsize": 2}) == "pool"
     assert layer_of({"layer": float("nan"), "kernelsize": 2}) == "conv"
     columns = all_columns()
-    for spec in LAYER_TYPES.values():
+    for spec in KINDS.values():
         assert set(spec.columns) <= set(columns)
     assert len(columns) == len(set(columns))

@@ -1,4 +1,4 @@
-"""The whole-network residual (layerwise.residual): its fit, its saved form and the answer."""
+"""The whole-network residual (layerwise.pricing.residual): its fit, saved form and answer."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from layerwise.compose import Composition, NetworkResidual
 from layerwise.errors import SavedPredictorError
 from layerwise.forecast import forecast_network
-from layerwise.residual import (
+from layerwise.pricing.residual import (
     FEATURES,
     GROUPS,
     MAX_LOG,
@@ -190,14 +190,15 @@ def _frozen_row(name="retinanet_resnet50_fpn"):
 
 
 def test_a_frozen_row_costs_its_forward_pass_only_in_a_training_step():
-    from layerwise import quick
     from layerwise.forecast import device_features
+    from layerwise.pricing.model import shipped_model
+    from layerwise.pricing.network import price_entries
 
-    model, hw = quick.shipped_model().arrays, device_features("NVIDIA H100 80GB HBM3")
+    model, hw = shipped_model().arrays, device_features("NVIDIA H100 80GB HBM3")
     row = _frozen_row()
 
     def price(r, training):
-        return quick.price_entries([r], model, hw, "fp32", training, "momentum", "pytorch")[0]
+        return price_entries([r], model, hw, "fp32", training, "momentum", "pytorch")[0]
 
     frozen, forward = price(row, True), price(row, False)
     trained = price({**row, "frozen": False}, True)

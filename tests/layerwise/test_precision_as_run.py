@@ -131,7 +131,7 @@ def test_a_half_forecast_on_pascal_equals_fp32_and_says_why():
     half = forecast_network("resnet18", precision="fp16", **kw)
     full = forecast_network("resnet18", precision="fp32", **kw)
     # priced the same; only the whole-network residual (learned on measured half steps,
-    # layerwise.residual) may tell them apart
+    # layerwise.pricing.residual) may tell them apart
     assert half["batch_seconds"] / half["network_residual"]["factor"] == pytest.approx(
         full["batch_seconds"] / full["network_residual"]["factor"])
     assert half["precision"] == "fp16" and half["precision_class"] == "fp32"

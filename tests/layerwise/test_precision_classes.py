@@ -8,15 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from layerwise.as_run import (
-    CLASS_FALLBACK,
-    TENSOR_CLASSES,
-    class_scale,
-    step_array,
-    step_from_dict,
-)
+from layerwise.as_run import CLASS_FALLBACK, TENSOR_CLASSES
 from layerwise.compose import Composition, frame_features
-from layerwise.residual import FEATURES, for_step
+from layerwise.pricing.residual import FEATURES, for_step
+from layerwise.pricing.step import class_scale, step_array, step_from_dict
 
 
 def test_a_composition_without_a_half_scale_prices_half_at_its_tensor_scale():

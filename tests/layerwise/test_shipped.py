@@ -8,7 +8,7 @@ from paths import DATA
 
 from layerwise.efficiency import EfficiencyPredictor
 from layerwise.forecast import forecast_network
-from layerwise.predictor import DEFAULT_DIR
+from layerwise.pricing import SHIPPED_DIR
 from layerwise.shipped import EfficiencyPlusSpecialist, default_predictor, load_predictor
 from layerwise.sources import kind_rows
 
@@ -42,7 +42,7 @@ def test_each_row_goes_to_the_model_built_for_it(shipped):
 
 
 def test_networks_are_priced_by_the_efficiency_model_alone(shipped, tmp_path):
-    alone = EfficiencyPredictor.load(DEFAULT_DIR)  # the same folder, specialist ignored
+    alone = EfficiencyPredictor.load(SHIPPED_DIR)  # the same folder, specialist ignored
     kw = dict(device="V100", batch_size=64, optimizer="sgd")
     assert forecast_network("resnet50", predictor=shipped, **kw)["batch_seconds"] == \
         forecast_network("resnet50", predictor=alone, **kw)["batch_seconds"]

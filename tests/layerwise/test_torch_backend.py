@@ -18,7 +18,7 @@ from layerwise.bench import (
     run_campaign,
 )
 from layerwise.kinds.torch_ops import same_padding
-from layerwise.layers import LAYER_TYPES, FeatureSpace
+from layerwise.layers import KINDS, FeatureSpace
 
 torch = pytest.importorskip("torch")
 
@@ -36,8 +36,8 @@ def _torch_shape(kind, row) -> tuple:
 
 
 def test_every_kind_builds_a_module_with_the_kind_output_shape():
-    for row in campaign_configs(list(LAYER_TYPES), 240, seed=5, space=TINY):
-        kind = LAYER_TYPES[row["layer"]]
+    for row in campaign_configs(list(KINDS), 240, seed=5, space=TINY):
+        kind = KINDS[row["layer"]]
         module = kind.build_torch(torch, row).eval()
         inputs = [torch.randn(kind.torch_input_shape(row)) for _ in range(kind.n_inputs)]
         with torch.no_grad():
@@ -58,7 +58,7 @@ def test_conv_with_asymmetric_same_padding_computes_what_keras_computes():
     row = {"layer": "conv", "batchsize": 2, "matsize": 8, "kernelsize": 3, "channels_in": 3,
            "channels_out": 4, "strides": 2, "padding": "same", "use_bias": True,
            "activation": "relu", "optimizer": "none", "precision": 32}
-    kind = LAYER_TYPES["conv"]
+    kind = KINDS["conv"]
     layer = kind.build(keras, row)
     x = np.random.default_rng(0).normal(size=(2, 8, 8, 3)).astype("float32")
     expected = np.asarray(layer(x))
@@ -74,7 +74,7 @@ def test_conv_with_asymmetric_same_padding_computes_what_keras_computes():
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
 def test_torch_rows_are_timed_at_each_precision_forward_and_training(precision):
-    rows = list(campaign_configs(list(LAYER_TYPES), 2 * len(LAYER_TYPES), seed=1, space=TINY))
+    rows = list(campaign_configs(list(KINDS), 2 * len(KINDS), seed=1, space=TINY))
     for row in rows:
         row = {**row, "precision": precision}
         if row["layer"] == "bn" and row["optimizer"] != "none":

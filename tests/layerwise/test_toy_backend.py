@@ -151,8 +151,8 @@ def test_a_layer_predictor_trained_on_the_toy_rows_forecasts(bench_rows, tmp_pat
     from typer.testing import CliRunner
 
     from jobcast.cli.app import app
-    from jobcast.service.forecaster import Forecaster
-    from jobcast.service.request import JobRequest
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.engine.request import JobRequest
     from layerwise.forecast import forecast_network
     from layerwise.shipped import load_predictor
 

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from layerwise.pricing import UNCOVERED_SHARE, bound_uncovered
+from layerwise.pricing.rows import UNCOVERED_SHARE, bound_uncovered
 
 torch = pytest.importorskip("torch")
 nn = torch.nn

@@ -23,7 +23,7 @@ from jobcast.mlops.limits import ServeLimits
 from jobcast.mlops.pyfunc_model import OUTPUT_COLUMNS, JobcastForecaster, jobs_frame
 from jobcast.mlops.registry import default_predictor_dir
 from jobcast.mlops.rest_app import RestApp, ServedModel
-from jobcast.service.request import JobRequestError, requests_from_rows
+from jobcast.service.engine.request import JobRequestError, requests_from_rows
 from layerwise.shipped import load_predictor
 from models.dataset import SkippedRun
 from models.e2e import fit_report
@@ -226,10 +226,10 @@ def test_a_fit_failure_and_a_skipped_run_carry_the_error_object():
 def test_a_bug_in_a_backtest_ask_is_recorded_as_a_bug_or_raised(monkeypatch):
     """Fault injection in the forecaster a backtest asks: a JobcastError is a miss (no
     candidates); any other exception is raised, or recorded as a bug when asked to be."""
-    from jobcast.service import backtest
-    from jobcast.service.fitting import BacktestSummary
-    from jobcast.service.forecaster import Forecaster
-    from jobcast.service.request import JobRequest
+    from jobcast.service.engine import backtest
+    from jobcast.service.engine.fitting import BacktestSummary
+    from jobcast.service.engine.forecaster import Forecaster
+    from jobcast.service.engine.request import JobRequest
 
     forecaster, req = Forecaster(models=[]), JobRequest.from_mapping(_job())
 
@@ -255,7 +255,7 @@ def test_a_bug_in_a_backtest_ask_is_recorded_as_a_bug_or_raised(monkeypatch):
 
 
 def test_a_bad_price_table_names_its_file_and_line(tmp_path):
-    from jobcast.service.prices import PriceTableError, load_prices
+    from jobcast.service.features.prices import PriceTableError, load_prices
 
     path = tmp_path / "prices.csv"
     path.write_text("gpu,usd_per_gpu_hour\nV100,2.5\nV100,cheap\n")

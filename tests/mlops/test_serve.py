@@ -15,12 +15,12 @@ import urllib.request
 import pytest
 from paths import DATA
 
-import jobcast.service.forecaster  # noqa: F401  (registers the built-in routes)
+import jobcast.service.engine.forecaster  # noqa: F401  (registers the built-in routes)
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
 from jobcast.mlops.registry import default_predictor_dir, register_forecaster, resolve_model_uri
 from jobcast.mlops.serving import serve_argv, serve_env
-from jobcast.service.route_registry import history_kinds
+from jobcast.service.engine.route_registry import history_kinds
 from models.e2e import fit_store, load_models
 
 pytestmark = pytest.mark.slow
@@ -131,7 +131,7 @@ def test_end_to_end_rows_as_dataframe_split(server):
     preds = body["predictions"]
     assert len(preds) == len(rows)
     for row, pred in zip(rows, preds, strict=True):
-        assert pred["route"] == "end-to-end" and pred["error"] is None
+        assert pred["route"] in ("rate", "end-to-end") and pred["error"] is None
         # the key's own history answers: a phase model or the runs' rate (issue 22)
         assert pred["model"].startswith((
             f"e2e/{row['network']}/{row['deployment']}/{row['phase']}/",
@@ -165,12 +165,13 @@ def test_layerwise_rows_as_dataframe_records(server):
     assert status == 200, body
     plain, calibrated, own_runs, history = body["predictions"]
     assert plain["route"] == "layerwise" and plain["model"].startswith("layerwise/")
-    assert calibrated["route"] == "layerwise-calibrated"
+    assert calibrated["route"] == "layerwise"
+    assert calibrated["candidate"] == "layerwise-calibrated"
     assert "+calibration/hardware/" in calibrated["model"]
-    assert own_runs["route"] in ("hybrid", "end-to-end", "layerwise-calibrated")
+    assert own_runs["route"] in ("hybrid", "rate", "end-to-end", "layerwise")
     assert own_runs["error"] is None
     assert own_runs["high"] / own_runs["low"] > 1.1  # another batch size: a wide interval
-    assert history["route"] == "end-to-end" and history["candidate"] in history_kinds()
+    assert history["route"] in ("rate", "end-to-end") and history["candidate"] in history_kinds()
     assert history["high"] / history["low"] < own_runs["high"] / own_runs["low"]
     for pred in (plain, calibrated, own_runs, history):
         assert pred["error"] is None and 0 < pred["low"] <= pred["seconds"] <= pred["high"]

@@ -173,14 +173,11 @@ def _certificate(folder: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def secure(tmp_path_factory):
-    """A registered forecaster served by the real CLI over HTTPS with two tokens, 3 failed
-    attempts per client per hour, a 1 s body timeout."""
-    from test_rest_limits import register_samples
-
+def secure(registered_samples, tmp_path_factory):
+    """The session's registered forecaster (tests/conftest.py) served by the real CLI over
+    HTTPS with two tokens, 3 failed attempts per client per hour, a 1 s body timeout."""
     folder = tmp_path_factory.mktemp("auth")
-    done = register_samples(folder)
-    uri, reg = done["uri"], done["registration"]
+    uri, reg = registered_samples["uri"], registered_samples["registration"]
     tokens = folder / "tokens.json"
     _, good = create_token(tokens, "alice")
     _, doomed = create_token(tokens, "bob")
@@ -270,7 +267,7 @@ def test_authorised_answers_are_the_models(secure):
     import mlflow
 
     from jobcast.mlops.rest_app import _plain
-    from jobcast.service.request import requests_from_rows
+    from jobcast.service.engine.request import requests_from_rows
 
     status, payload, _ = _call(secure, "POST", "/invocations", token=secure["good"],
                                body=_records(ROWS))

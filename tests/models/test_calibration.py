@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 from fleet.deployment import Deployment, deployment_key
-from jobcast.service.forecast import Forecast, Route
-from jobcast.service.request import JobRequest
-from jobcast.service.routes import calibrate
+from jobcast.service.engine.forecast import Forecast
+from jobcast.service.engine.request import JobRequest
+from jobcast.service.engine.route_registry import END_TO_END, LAYERWISE
+from jobcast.service.engine.routes import calibrate
 from models.scale_calibration import ScaleCalibrator
 
 
@@ -77,17 +78,17 @@ def test_calibrate_scales_layerwise_forecasts_only():
     X, y = _obs([("vgg16", deployment_key("Tesla V100 SXM2 16GB", 8), 1.0, 3.0)])
     cal = ScaleCalibrator().fit(X, y)
     job = JobRequest(network="VGG16", deployment="8x V100", batch_size=256, iterations=10)
-    layerwise = Forecast(job, 10.0, 8.0, 13.0, Route.LAYERWISE, "layerwise/abc",
+    layerwise = Forecast(job, 10.0, 8.0, 13.0, LAYERWISE, "layerwise/abc",
                          details={"device": "Tesla V100 SXM2 16GB", "devices": 8})
     out = calibrate(layerwise, cal)
-    assert out.route is Route.LAYERWISE_CALIBRATED and out.details["calibration"]["runs"] == 1
+    assert out.route == LAYERWISE and out.details["calibration"]["runs"] == 1
     ratios = [getattr(out, k) / getattr(layerwise, k) for k in ("seconds", "low", "high")]
     assert ratios == pytest.approx([3.0] * 3)
     assert out.model.startswith("layerwise/abc+calibration/network-hardware/")
-    assert out.to_dict()["route"] == "layerwise-calibrated"
+    assert out.to_dict()["route"] == "layerwise" and calibrate(out, cal) is out  # once only
     single = replace(layerwise, details={**layerwise.details, "devices": 1})
     assert calibrate(single, cal) is single  # other hardware: no factor
-    e2e = replace(layerwise, route=Route.END_TO_END, model="e2e/x")
+    e2e = replace(layerwise, route=END_TO_END, model="e2e/x")
     assert calibrate(e2e, cal) is e2e
 
 

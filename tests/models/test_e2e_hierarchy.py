@@ -14,8 +14,8 @@ from fleet.errors import bug_info
 from ingest.events import ParsedRun, Segment
 from ingest.store import Store
 from jobcast.cli.app import app
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.request import JobRequest
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.request import JobRequest
 from models.e2e import NoModelError, fit_store_report, forecast, model_id, select
 from models.errors import ModelError
 from models.variant import variant_key

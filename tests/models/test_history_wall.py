@@ -56,12 +56,3 @@ def test_phases_are_a_breakdown_of_the_wall(summary: dict) -> None:
     assert parts == pytest.approx(summary["wall_seconds"], rel=1e-9)
     assert 0 < summary["overlap_seconds"] <= summary["test_seconds"]
 
-
-def test_the_benchmarks_own_reader_agrees(summary: dict) -> None:
-    """``benchmarks/e2e_wallclock.py`` scores on its own reader of the raw records: on this
-    log it sees the same clock as the product (the check it prints for every history file)."""
-    from paths import load_benchmark
-
-    raw = load_benchmark("e2e_wallclock").read_log(EOS_N8)
-    assert raw.seconds == pytest.approx(_raw_wall(EOS_N8), abs=1e-3)
-    assert raw.seconds == pytest.approx(summary["wall_seconds"], abs=1e-3)

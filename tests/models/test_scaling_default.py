@@ -8,8 +8,8 @@ import pytest
 
 from fleet.data_parallel import DATA_PARALLEL_CHOICES, KNOWN_STRATEGIES, parse_data_parallel
 from fleet.deployment import Deployment
-from jobcast.service.request import JobRequest, JobRequestError
-from jobcast.service.routes import LayerwiseRoute
+from jobcast.service.engine.request import JobRequest, JobRequestError
+from jobcast.service.engine.routes import LayerwiseRoute
 from models.scaling import STRATEGIES, auto_strategy, data_parallel_step, resolve_strategy
 
 LAYERS = [{"ms": 1.5, "params": 3e5}] * 50 + [{"ms": 0.5, "params": 2e6}]

@@ -16,15 +16,16 @@ from paths import DATA
 
 from ingest.pipeline import IngestOptions, ingest_paths
 from ingest.store import Store
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.hybrid import (
+from jobcast.service.engine.e2e_route import EndToEndRoute
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.hybrid import (
     BatchShapeFit,
     HybridRoute,
     history_from_points,
     key_points,
 )
-from jobcast.service.request import JobRequest
-from jobcast.service.routes import LAYERWISE_MODEL, EndToEndRoute, LayerwiseRoute
+from jobcast.service.engine.request import JobRequest
+from jobcast.service.engine.routes import LAYERWISE_MODEL, LayerwiseRoute
 from layerwise import zoo
 from layerwise.network import decompose
 from layerwise.zoo import caffe
@@ -115,7 +116,7 @@ def test_a_batch_size_in_history_stays_end_to_end(one_batch):
     out = Forecaster(store=one_batch).forecast(JobRequest(
         network="caffenet128", deployment=_deployment(one_batch), batch_size=128,
         iterations=1000))
-    assert out.ok and str(out.route) == "end-to-end"
+    assert out.ok and str(out.route) == "rate"
     assert "hybrid" not in out.details
 
 
@@ -225,7 +226,7 @@ def test_two_batch_sizes_give_hybrid_candidates_outside_and_between_them(two_bat
         assert "hybrid" not in {c.kind for c, _ in judged}
         assert str(forecaster.forecast(JobRequest(
             network="caffenet128", deployment=deployment, batch_size=batch,
-            iterations=5000)).route) == "end-to-end"
+            iterations=5000)).route) == "rate"
     # between the two, the ratio to the layerwise step is interpolated between theirs
     mid = ask(256)
     ratios = mid.details["hybrid"]["ratios"]

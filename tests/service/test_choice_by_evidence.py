@@ -19,10 +19,10 @@ from fleet.deployment import Deployment, canonical_key
 from ingest.events import ParsedRun, Segment
 from ingest.store import Store
 from jobcast.cli.app import app
-from jobcast.service.backtest import backtest
-from jobcast.service.fitting import fit_store_all
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.request import JobRequest
+from jobcast.service.engine.backtest import backtest
+from jobcast.service.engine.fitting import fit_store_all
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.request import JobRequest
 from models.dataset import collect_points
 from models.history import run_table
 from models.selector import BacktestSelector, Relation
@@ -100,7 +100,7 @@ def test_cause_2_an_unstated_precision_takes_the_systems_own_fp16_runs(tmp_path)
     truth = 5.0 + 0.05 * 1000
     assert out.ok and out.details["relation"]["system"] == "own"
     assert out.details["relation"]["batch"] == "same"
-    assert str(out.route) == "end-to-end" and abs(out.seconds - truth) / truth < 0.02
+    assert str(out.route) == "rate" and abs(out.seconds - truth) / truth < 0.02
     assert "precision=fp16" in out.details["chosen"]
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobcast.service.compare import compare
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.prices import load_prices
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.features.compare import compare
+from jobcast.service.features.prices import load_prices
 
 
 @pytest.fixture(scope="module")

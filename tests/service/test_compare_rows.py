@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobcast.service.compare import compare
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.prices import load_prices
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.features.compare import compare
+from jobcast.service.features.prices import load_prices
 
 DEVICES = ["V100", "T4", "Banana"]
 
@@ -60,7 +60,7 @@ def test_notes_are_shared_and_referenced(result):
 
 
 def test_precisions_are_named_one_way_and_bad_ones_refused():
-    from jobcast.service.compare import canonical_precision
+    from jobcast.service.features.compare import canonical_precision
 
     assert [canonical_precision(p) for p in ("AMP", "fp32", "strict-fp32", "bfloat16")] == [
         "fp16", "fp32", "fp32-strict", "bf16"]

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
 from jobcast.cli.app import app
-from jobcast.service.compare import compare
-from jobcast.service.fitting import fit_store_all
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.prices import load_prices
+from jobcast.service.engine.fitting import fit_store_all
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.features.compare import compare
+from jobcast.service.features.prices import load_prices
 
 
 def ask(forecaster=None, **kw) -> dict:

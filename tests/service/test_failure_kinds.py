@@ -5,9 +5,9 @@ still gives every route's reason); a miss that says no more stays ``no_forecast`
 from __future__ import annotations
 
 from fleet.catalog import UnknownGpuError
-from jobcast.service.forecast import NO_FORECAST, ForecastFailure
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.request import JobRequest
+from jobcast.service.engine.forecast import NO_FORECAST, ForecastFailure
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.request import JobRequest
 from layerwise.kinds.mapping import UnknownNetworkError
 
 JOB = {"batch_size": 64, "iterations": 100, "phase": "train"}

@@ -1,4 +1,5 @@
-"""Will the job fit? The service's memory verdict of a request (jobcast.service.feasibility)."""
+"""Will the job fit? The service's memory verdict of a request
+(jobcast.service.engine.feasibility)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import math
 
 import pytest
 
-from jobcast.service.feasibility import memory_verdict, request_verdict
-from jobcast.service.request import JobRequest
+from jobcast.service.engine.feasibility import memory_verdict, request_verdict
+from jobcast.service.engine.request import JobRequest
 from layerwise.memory import MemoryEstimateError, estimate_memory
 
 

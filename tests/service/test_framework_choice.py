@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.framework_choice import resolve_framework
-from jobcast.service.request import JobRequest, requests_from_rows
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.framework_choice import resolve_framework
+from jobcast.service.engine.request import JobRequest, requests_from_rows
 
 
 def _ask(**kw) -> JobRequest:

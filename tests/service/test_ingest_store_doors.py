@@ -1,5 +1,5 @@
 """The doors the commands and notebooks use to ingest and open stores
-(jobcast/service/{ingesting,stores,secrets}.py): checked options, one typed result on every
+(jobcast/service/features/{ingesting,stores}.py): checked options, one typed result on every
 path, store errors as StoreError, nothing created by a reader."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from paths import DATA
 
+from fleet import credentials
 from fleet.errors import JobcastError
-from ingest import credentials
-from jobcast.service import ingesting, secrets, stores
-from jobcast.service.ingesting import IngestOptionError, ingest, ingest_options
+from jobcast.service.features import ingesting, stores
+from jobcast.service.features.ingesting import IngestOptionError, ingest, ingest_options
 
 CAFFE = sorted(str(p) for p in (DATA / "caffe").glob("ducha_*.log"))
 
@@ -91,7 +91,9 @@ def test_upgrade_builds_a_new_store_and_status_reads_it(tmp_path):
     assert not stores.upgrade_store(url).changed
 
 
-def test_secrets_door_re_exports_the_definitions():
-    for name in secrets.__all__:
-        assert getattr(secrets, name) is getattr(credentials, name)
-    assert ingesting.IngestOptions is not None
+def test_there_is_no_secrets_door():
+    """Secret files are ``fleet.credentials``' alone: the service re-exports nothing of it."""
+    import importlib.util
+
+    assert importlib.util.find_spec("jobcast.service.secrets") is None
+    assert credentials.write_secret is not None and ingesting.IngestOptions is not None

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from test_choice_by_evidence import DAY, _run, _store
 
-from jobcast.service.fitting import fit_store_all
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.request import JobRequest
+from jobcast.service.engine.fitting import fit_store_all
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.request import JobRequest
 
 LAYERWISE = dict(network="resnet50", device="T4", batch_size=64)
 

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from ingest.pipeline import ingest_paths
 from ingest.store import Store
 from jobcast.cli.app import app
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.request import JobRequest
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.request import JobRequest
 from models.history import run_table
 
 SYSTEM = "Dell/XE8545x4A100-SXM-40GB"

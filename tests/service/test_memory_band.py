@@ -4,9 +4,9 @@ not fit"; beyond it, the job is refused."""
 
 from __future__ import annotations
 
-from jobcast.service.feasibility import may_not_fit, memory_verdict
-from jobcast.service.forecaster import WILL_NOT_FIT, Forecaster
-from jobcast.service.request import JobRequest
+from jobcast.service.engine.feasibility import may_not_fit, memory_verdict
+from jobcast.service.engine.forecaster import WILL_NOT_FIT, Forecaster
+from jobcast.service.engine.request import JobRequest
 from layerwise.memory_band import ISSUE_RUNS, WARN_BAND, band_rows, known_batches
 
 

@@ -3,8 +3,8 @@ forecaster without history routes answer exactly as the empty store opened the n
 
 ``jobcast predict`` asks :func:`ingest.store_probe.holds_no_history` first; where it says the
 store holds nothing, the forecaster gets no store and builds only the routes that need no
-history (``jobcast.service.route_registry.history_routes()``). These tests hold that path to the
-normal one: same answers and same failure messages on a spread of requests, the probe's
+history (``jobcast.service.engine.route_registry.history_routes()``). These tests hold that path to
+the normal one: same answers and same failure messages on a spread of requests, the probe's
 "unsure" wherever the normal path would do something else (refuse, report, read history),
 and no file created.
 """
@@ -30,9 +30,9 @@ from ingest.store_probe import (
     holds_no_history,
 )
 from jobcast.cli.app import app
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.request import JobRequest
-from jobcast.service.route_registry import history_routes, route_names
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.request import JobRequest
+from jobcast.service.engine.route_registry import history_routes, route_names
 
 runner = CliRunner()
 

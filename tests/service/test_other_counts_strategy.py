@@ -1,5 +1,5 @@
 """Which data-parallel mechanism moves end-to-end history between GPU counts
-(``jobcast.service.other_counts.history_strategy``): the one the request names, else
+(``jobcast.service.engine.other_counts.history_strategy``): the one the request names, else
 ``auto`` for the history's own stack (TensorFlow 1.x: replicated variables; TensorFlow 2:
 one all-reduce; anything else: DDP-like overlapped all-reduce)."""
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobcast.service.other_counts import history_strategy
-from jobcast.service.request import JobRequest
+from jobcast.service.engine.other_counts import history_strategy
+from jobcast.service.engine.request import JobRequest
 
 
 def _req(**extra) -> JobRequest:

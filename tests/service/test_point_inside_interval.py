@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.request import JobRequest
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.request import JobRequest
 from models.relation import load_prior
 from models.selector import RELATION_FIELDS, BacktestSelector
 

@@ -143,8 +143,8 @@ def test_the_next_run_by_name_loads_no_scikit_learn(store: str) -> None:
 
     code = ("import sys\n"
             "from ingest.store import Store\n"
-            "from jobcast.service.forecaster import Forecaster\n"
-            "from jobcast.service.request import JobRequest\n"
+            "from jobcast.service.engine.forecaster import Forecaster\n"
+            "from jobcast.service.engine.request import JobRequest\n"
             f"out = Forecaster(Store({store!r})).forecast(JobRequest(network='', "
             f"system={NAME!r}))\n"
             "assert out.ok and out.details['candidate'] == 'whole-job', out\n"

@@ -9,14 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jobcast.service.forecast import Forecast, ForecastFailure, Route
-from jobcast.service.request import (
+from jobcast.service.engine.forecast import Forecast, ForecastFailure
+from jobcast.service.engine.request import (
     CORE_COLUMNS,
     FIELDS,
     JobRequest,
     JobRequestError,
     read_jobs_csv,
 )
+from jobcast.service.engine.route_registry import LAYERWISE, route_names
 
 
 def test_csv_row_table_row_and_flags_give_the_same_request(tmp_path):
@@ -68,18 +69,17 @@ def test_the_served_signature_comes_from_the_same_schema():
 
 def test_forecast_json_shape_and_scaling():
     job = JobRequest(network="vgg16", device="V100", batch_size=32, iterations=10)
-    fc = Forecast(job, 10.0, 8.0, 12.5, Route.LAYERWISE, "layerwise/default",
+    fc = Forecast(job, 10.0, 8.0, 12.5, LAYERWISE, "layerwise/default",
                   details={"device": "Tesla V100", "warnings": []})
     out = fc.to_dict()
     assert out["route"] == "layerwise" and out["unit"] == "s" and out["job"]["network"] == "vgg16"
     assert list(out)[0] == "job" and out["device"] == "Tesla V100"
-    double = fc.scaled(2.0, route=Route.LAYERWISE_CALIBRATED)
+    double = fc.scaled(2.0, model="layerwise/default+calibration/x")
     assert (double.seconds, double.low, double.high) == (20.0, 16.0, 25.0)
-    assert double.to_dict()["route"] == "layerwise-calibrated"
+    assert double.to_dict()["model"] == "layerwise/default+calibration/x"
     failure = ForecastFailure(job, "no model")
     assert not failure.ok and failure.to_dict() == {
         "job": job.describe(), "error": "no model",
         "problem": {"kind": "no_forecast", "message": "no model", "file": None, "line": None,
                     "field": None, "row": None}}
-    assert {str(r) for r in Route} == {"end-to-end", "layerwise", "layerwise-calibrated",
-                                        "hybrid", "pace"}
+    assert route_names() == ("rate", "whole-job", "end-to-end", "hybrid", "layerwise")

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from jobcast.service.request import (
+from jobcast.service.engine.request import (
     LIMITS,
     JobRequest,
     JobRequestError,
@@ -114,7 +114,7 @@ def test_cli_non_utf8_jobs_file_is_one_line_without_traceback(tmp_path):
 
 
 def test_evaluations_past_the_step_bound_are_a_request_error_not_a_bug():
-    from jobcast.service.forecaster import Forecaster
+    from jobcast.service.engine.forecaster import Forecaster
 
     req = JobRequest(network="resnet50", device="V100", batch_size=1, epochs=100,
                      dataset_size=1000, eval_every=1, eval_size=1e10)

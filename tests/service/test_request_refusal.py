@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 from jobcast.mlops.rest_app import _request_reason
-from jobcast.service.request import (
+from jobcast.service.engine.request import (
     INVALID_VALUE,
     UNKNOWN_COLUMN,
     JobRequestError,

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from jobcast.service.rates import levels, line
+from jobcast.service.engine.rates import levels, line
 from models.relation import lengths_bucket
 
 

@@ -11,21 +11,21 @@ import pytest
 
 
 def test_old_class_names_are_the_new_classes():
-    from jobcast.service import hybrid
-    from jobcast.service.batch_shape import BatchShapeFit
-    from jobcast.service.routes import ScaleCalibratedRoute
+    from jobcast.service.engine import hybrid
+    from jobcast.service.engine.batch_shape import BatchShapeFit
+    from jobcast.service.engine.routes import ScaleCalibratedRoute
 
-    with pytest.deprecated_call(match="use jobcast.service.routes.ScaleCalibratedRoute"):
-        from jobcast.service.routes import CalibratedRoute
-    with pytest.deprecated_call(match="use jobcast.service.batch_shape.BatchShapeFit"):
-        from jobcast.service.batch_shape import BatchShapeCalibrator
+    with pytest.deprecated_call(match="use jobcast.service.engine.routes.ScaleCalibratedRoute"):
+        from jobcast.service.engine.routes import CalibratedRoute
+    with pytest.deprecated_call(match="use jobcast.service.engine.batch_shape.BatchShapeFit"):
+        from jobcast.service.engine.batch_shape import BatchShapeCalibrator
     assert CalibratedRoute is ScaleCalibratedRoute and BatchShapeCalibrator is BatchShapeFit
     with pytest.deprecated_call():
         assert hybrid.BatchShapeCalibrator is BatchShapeFit
 
 
 def test_old_registry_names_read_the_route_registry():
-    from jobcast.service import candidates, forecaster, route_registry
+    from jobcast.service.engine import candidates, forecaster, route_registry
 
     with warnings.catch_warnings():  # each read warns: shown below
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -47,7 +47,7 @@ def test_old_registry_names_read_the_route_registry():
 
 
 def test_the_old_calibration_module_warns_and_re_exports():
-    from jobcast.service import scale_calibration
+    from jobcast.service.engine import scale_calibration
 
     sys.modules.pop("jobcast.service.calibration", None)
     with warnings.catch_warnings(record=True) as caught:

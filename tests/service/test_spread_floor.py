@@ -1,16 +1,16 @@
-"""The spread floor of an answer's interval (issue 35, third pass; ``forecaster.spread_floor``).
+"""The spread floor of an answer's interval (issue 35, third pass; ``choice.spread_floor``).
 
 A system's own runs of the asked length set a floor (their spread is run-to-run noise); runs
 of other lengths (a line answers them) and runs pooled over systems do not: their spread is
 length or system, which the kind's backtest cell measures, and a floor stacked on it made
-UNet3D's intervals over-cover (docs/e2e-wallclock.md).
+UNet3D's intervals over-cover (docs/lab/e2e-wallclock.md).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from jobcast.service.forecaster import spread_floor
+from jobcast.service.engine.choice import spread_floor
 from models.relation import Relation
 
 

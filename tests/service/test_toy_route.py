@@ -3,7 +3,7 @@ every door that answers forecasts.
 
 The toy ``toy-flat`` prices every step at a flat 50 ms, with a fallback error of 0.001. It is
 registered with
-:func:`jobcast.service.route_registry.register_route` before the layerwise route (so the
+:func:`jobcast.service.engine.route_registry.register_route` before the layerwise route (so the
 costly layerwise route is skipped once the toy has answered) and removed again after each
 test. Nothing in jobcast names it: the forecaster's choice and its reason, a whole job composed
 phase by phase, ``compare``'s notes, the ETA's "is it history?" test, a served row of the
@@ -23,11 +23,11 @@ import math
 import pandas as pd
 import pytest
 
-from jobcast.service.candidates import Ask, Candidate, own_scale, to_job
-from jobcast.service.forecast import Forecast
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.request import JobRequest
-from jobcast.service.route_registry import (
+from jobcast.service.engine.candidates import Ask, Candidate, own_scale, to_job
+from jobcast.service.engine.forecast import Forecast
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.request import JobRequest
+from jobcast.service.engine.route_registry import (
     RouteRegistryError,
     RouteSpec,
     fallback_errors,
@@ -81,7 +81,7 @@ def test_the_registry_knows_the_toy_only_while_registered(toy_route):
     assert route_names()[-2:] == ("toy-flat", "layerwise")
     assert kinds()[0] == "toy-flat" and fallback_errors()["toy-flat"] == 0.001
     assert "toy-flat" not in history_routes()
-    from jobcast.service import candidates, forecaster  # the deprecated names read it live
+    from jobcast.service.engine import candidates, forecaster  # the deprecated names read it live
     with pytest.deprecated_call():
         assert candidates.KINDS[0] == "toy-flat" and "toy-flat" in candidates.FALLBACK_ERROR
     with pytest.deprecated_call(match="route_specs"):
@@ -125,8 +125,8 @@ def test_a_whole_job_is_composed_from_the_toy(toy_route):
 
 
 def test_compare_notes_show_the_toys_reason(toy_route):
-    from jobcast.service.compare import compare
-    from jobcast.service.prices import load_prices
+    from jobcast.service.features.compare import compare
+    from jobcast.service.features.prices import load_prices
 
     result = compare(Forecaster(None, prior=False), load_prices(), "resnet50", batch_size=32,
                      epochs=1, dataset_size=3200, devices=["V100"])
@@ -137,7 +137,7 @@ def test_compare_notes_show_the_toys_reason(toy_route):
 
 
 def test_eta_does_not_take_the_toy_for_history(toy_route):
-    from jobcast.service.eta import _from_history
+    from jobcast.service.features.eta import _from_history
 
     out = Forecaster(None, prior=False).forecast(JobRequest(**JOB, phase="train"))
     assert out.ok and out.route == "toy-flat" and not _from_history(out)
@@ -150,7 +150,7 @@ def test_with_the_shipped_prior_the_toy_is_judged_among_the_candidates(toy_route
 
 def test_the_backtest_lists_the_toys_kind_and_a_served_row_names_it(toy_route):
     from jobcast.mlops.pyfunc_model import JobcastForecaster, jobs_frame
-    from jobcast.service.backtest import backtest, fit_selector
+    from jobcast.service.engine.backtest import backtest, fit_selector
     from models.history import from_records
 
     columns = list(from_records(None).columns)

@@ -7,21 +7,21 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from jobcast.service.forecast import ForecastFailure, ModelParts
-from jobcast.service.request import (
+from jobcast.service.engine.forecast import ForecastFailure, ModelParts
+from jobcast.service.engine.request import (
     INVALID_VALUE,
     UNKNOWN_COLUMN,
     JobRequest,
     JobRequestError,
     requests_from_rows,
 )
-from jobcast.service.routes import (
+from jobcast.service.engine.routes import (
     LAYERWISE_MODEL,
     LayerwiseRoute,
     NoLayerwiseForecast,
     RouteMiss,
 )
-from jobcast.service.scale_calibration import layerwise_observations
+from jobcast.service.engine.scale_calibration import layerwise_observations
 
 
 def test_a_layerwise_miss_carries_its_reason():

@@ -21,9 +21,9 @@ from slurm_shapes import document, history, never_started
 from ingest.pipeline import IngestOptions, ingest_paths
 from ingest.store import Store
 from ingest.whole_job import RecentRuns, left_out, whole_job_runs
-from jobcast.service.forecaster import Forecaster
-from jobcast.service.job_history import newest_run
-from jobcast.service.request import JobRequest
+from jobcast.service.engine.forecaster import Forecaster
+from jobcast.service.engine.job_history import newest_run
+from jobcast.service.engine.request import JobRequest
 from models.whole_job import WholeJobFit, candidate_from
 
 NAME = "nightly-resnet"
