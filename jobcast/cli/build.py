@@ -25,8 +25,8 @@ def register(app: typer.Typer) -> None:
 def build_shipped(
     parts: list[str] = typer.Argument(
         None, metavar="[PART]...",
-        help="predictor, compositions, scaling, selector-prior, networks (default: every "
-             "part whose inputs are present; selector-prior only with --store)."),
+        help="predictor, specialist, compositions, scaling, selector-prior, networks (default: "
+             "every part whose inputs are present; selector-prior only with --store)."),
     shared: Path = typer.Option(
         None, "--shared", help="Folder of the reference data (default: ../shared/data, or "
                                "$JOBCAST_SHARED_DATA)."),

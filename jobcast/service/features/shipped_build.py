@@ -4,6 +4,15 @@ Parts (:data:`PARTS`) and what each writes (paths inside the package):
 
 * ``predictor``: the whole layerwise predictor (``layerwise/data/default_predictor``: layer
   efficiency, then compositions; :func:`layerwise.corpora.build_default.build`). Long.
+* ``specialist``: the per-layer-type specialist the shipped predictor loads
+  (``layerwise/data/default_predictor/specialist``: ``predictor.json``, ``conv.npz``,
+  ``dense.npz``), trained on every Justus et al. row (``justus2018/*_*.csv.gz``) by
+  :func:`jobcast.service.features.layer_models.train_layer_model` with the settings in
+  :data:`SPECIALIST_SETTINGS` (what ``jobcast layerwise train`` does by default: candidates
+  gbt, linear, mlp, resmlp, chosen per type by validation MAPE; the MLPs need TensorFlow).
+  Long (15-25 minutes on 2 cores). The ``.npz`` files (the chosen trees, intervals) come out
+  byte-identical; ``predictor.json`` differs in the time of the fit, each candidate's fit
+  seconds, and the MLP candidates' validation scores in the 8th digit (TensorFlow).
 * ``compositions``: only the compositions of the shipped layer predictor (the same build with
   ``composition_only``, on a copy; only the ``composition*.json`` files are written).
 * ``scaling``: ``models/data/scaling.json`` (TensorFlow replicated variables, fitted on the
@@ -52,7 +61,7 @@ import pandas as pd
 
 from fleet.errors import JobcastError
 
-PARTS = ("predictor", "compositions", "scaling", "selector-prior", "networks")
+PARTS = ("predictor", "specialist", "compositions", "scaling", "selector-prior", "networks")
 LAMBDA_KEYS = ["system", "gpu", "precision", "network", "batch_per_gpu"]
 Progress = Callable[[int, int, str], None]
 
@@ -108,6 +117,7 @@ def _need(path: Path, part: str) -> Path:
 
 INPUTS: dict[str, tuple[str, ...]] = {
     "predictor": ("justus2018", "neusight", "lambda", "profet", "torchvision_bench"),
+    "specialist": ("justus2018",),
     "compositions": ("lambda", "profet", "torchvision_bench"),
     "scaling": ("lambda", "torchvision_bench"),
     "selector-prior": (),
@@ -276,6 +286,47 @@ def build_predictor(shared: Path, out: Path | None = None, *,
     return PartReport(part, [str(p) for p in written], [str(p) for p in [*inputs, SHIPPED_DIR]])
 
 
+# -- specialist ----------------------------------------------------------------------------
+
+# The shipped specialist's training (``jobcast layerwise train``'s defaults, 2026-11-21).
+SPECIALIST_MODELS = "gbt,linear,mlp,resmlp"
+SPECIALIST_SETTINGS: dict[str, Any] = {"val_fraction": 0.1, "seed": 0, "gbt_iter": 1000,
+                                       "mlp_epochs": 30, "mlp_max_rows": 40000}
+
+
+def justus_files(shared: Path) -> list[Path]:
+    """The Justus et al. tables (``justus2018/<layer>_<gpu>.csv.gz``) the specialist trains on."""
+    folder = _need(shared / "justus2018", "specialist")
+    files = sorted(folder.glob("*_*.csv.gz"))
+    if not files:
+        raise ShippedInputError(f"{folder}: no <layer>_<gpu>.csv.gz table, which the "
+                                "specialist part trains on")
+    return files
+
+
+def build_specialist(shared: Path, out: Path | None = None, *,
+                     models: str = SPECIALIST_MODELS, **settings: Any) -> PartReport:
+    """Train the per-layer-type specialist on every Justus table and write it (module rules).
+
+    ``models`` and ``settings`` (keywords of
+    :func:`~jobcast.service.features.layer_models.train_layer_model`) replace the shipped
+    recipe, e.g. for a quick check; the part itself uses the recipe."""
+    from jobcast.service.features.layer_models import train_layer_model, training_data
+    from layerwise.pricing import SHIPPED_DIR
+    from layerwise.shipped import SPECIALIST_DIR
+
+    files = justus_files(shared)
+    try:
+        training = training_data(files, models)
+    except JobcastError as exc:  # a table that does not read: said before any fit
+        raise ShippedInputError(str(exc)) from exc
+    target = destination(SHIPPED_DIR / SPECIALIST_DIR, out)
+    with contextlib.redirect_stdout(sys.stderr):
+        train_layer_model(training, target, **{**SPECIALIST_SETTINGS, **settings})
+    written = sorted(p for p in target.iterdir() if p.is_file() and p.name != "README.md")
+    return PartReport("specialist", [str(p) for p in written], [str(p) for p in files])
+
+
 # -- selector prior ------------------------------------------------------------------------
 
 
@@ -387,6 +438,8 @@ def build_part(part: str, *, shared: Path, out: Path | None = None, store: Any =
         report = build_scaling(shared, out)
     elif part in ("predictor", "compositions"):
         report = build_predictor(shared, out, composition_only=part == "compositions")
+    elif part == "specialist":
+        report = build_specialist(shared, out)
     elif part == "selector-prior":
         if store is None:
             raise ShippedInputError("the selector-prior part needs --store URL (a store of "
