@@ -46,8 +46,8 @@ Rules of :class:`BacktestSelector`:
   two; with the store's 14 errors winning outright, MLPerf UNet3D's named asks went to the
   pooled model, 1.6 % against 0.25 % for the own line; changed after seeing that).
 * The prior's file is :meth:`SelectorCells.to_dict` as compact JSON (no NaN):
-  :func:`save_prior` writes it (``jobcast build-shipped selector-prior``), :func:`load_prior`
-  reads it.
+  :func:`save_prior` writes it (``jobcast build-shipped selector-prior``),
+  :func:`models.relation.load_prior` reads it.
 * Fitted attributes: ``cells_`` (level -> cell key -> statistics), ``n_`` (errors seen),
   ``kinds_``.
 """
@@ -63,22 +63,15 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
-from models.relation import (  # noqa: F401  (one definition, there; re-exported here)
-    AGE_BUCKETS,
+from models.relation import (
     LEVELS,
-    MIN_SCALE,
     PRIOR_PATH,
     RANK_LEVELS,
     RELATION_FIELDS,
     Cell,
-    Judgement,
     Relation,
     SelectorCells,
     _key,
-    age_bucket,
-    devices_bucket,
-    load_prior,
-    runs_bucket,
 )
 
 

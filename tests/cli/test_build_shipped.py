@@ -31,7 +31,7 @@ def test_scaling_rebuilds_the_shipped_files_exactly(shared_data, tmp_path):
 def test_selector_prior_from_a_small_store_loads_as_the_prior(tmp_path):
     from ingest.pipeline import ingest_paths
     from ingest.store import Store
-    from models.selector import load_prior
+    from models.relation import load_prior
 
     url = f"sqlite:///{tmp_path / 'small.db'}"
     ingest_paths(Store(url), [str(DATA / "mlperf")])

@@ -25,7 +25,8 @@ from jobcast.service.engine.forecaster import Forecaster
 from jobcast.service.engine.request import JobRequest
 from models.dataset import collect_points
 from models.history import run_table
-from models.selector import BacktestSelector, Relation
+from models.relation import Relation
+from models.selector import BacktestSelector
 
 DAY = 86400.0
 runner = CliRunner()

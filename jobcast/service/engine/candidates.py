@@ -4,7 +4,7 @@ A route (``jobcast.service.engine.routes``, ``rates``, ``hybrid``) turns a reque
 :class:`Candidate` answers; the forecaster (``jobcast.service.engine.forecaster``) asks every route
 in the registry's order and keeps the candidate the backtest selector (``models.selector``)
 expects to be nearest. A candidate is a :class:`~jobcast.service.engine.forecast.Forecast` of the
-asked target plus its :class:`~models.selector.Relation` to the request, its own scale (90 %
+asked target plus its :class:`~models.relation.Relation` to the request, its own scale (90 %
 log half-width) and a one-line reason.
 
 Rules
