@@ -432,23 +432,18 @@ def build_networks(out: Path | None = None, names: Sequence[str] = (),
 
 def build_part(part: str, *, shared: Path, out: Path | None = None, store: Any = None,
                progress: Progress | None = None) -> PartReport:
-    """Build one part (module rules) and time it."""
+    """Build one part (module rules), checked first by :func:`check_parts`, and time it."""
+    check_parts([part], shared, store is not None)
     start = time.perf_counter()
-    if part == "scaling":
-        report = build_scaling(shared, out)
-    elif part in ("predictor", "compositions"):
-        report = build_predictor(shared, out, composition_only=part == "compositions")
-    elif part == "specialist":
-        report = build_specialist(shared, out)
-    elif part == "selector-prior":
-        if store is None:
-            raise ShippedInputError("the selector-prior part needs --store URL (a store of "
-                                    "reference runs to backtest)")
-        report = build_selector_prior(store, out, progress)
-    elif part == "networks":
-        report = build_networks(out, progress=progress)
-    else:
-        raise ShippedInputError(f"unknown part {part!r}; parts: {', '.join(PARTS)}")
+    builders: dict[str, Callable[[], PartReport]] = {
+        "scaling": lambda: build_scaling(shared, out),
+        "predictor": lambda: build_predictor(shared, out),
+        "compositions": lambda: build_predictor(shared, out, composition_only=True),
+        "specialist": lambda: build_specialist(shared, out),
+        "selector-prior": lambda: build_selector_prior(store, out, progress),
+        "networks": lambda: build_networks(out, progress=progress),
+    }
+    report = builders[part]()
     report.seconds = round(time.perf_counter() - start, 1)
     return report
 
